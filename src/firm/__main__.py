@@ -1,0 +1,3 @@
+from firm.cli.main import main
+
+main()

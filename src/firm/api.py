@@ -1,0 +1,168 @@
+"""The Python API: open a store, submit goals, run them, cancel, read tasks and events.
+
+    from firm import Firm, load_org
+
+    with Firm(".firm/firm.db") as f:
+        root = f.submit(load_org("acme/company.yaml"), "Launch an AI note-taking app")
+        done = f.run_until(root.id)
+        print(done.status, done.result)
+        for task in f.subtree(root.id):
+            print(task.id, task.assignee, task.status)
+
+The CLI is a thin layer over this class.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from firm.brains import Brain
+from firm.engine import Engine
+from firm.errors import OrgChartError
+from firm.org import OrgChart, load_org, parse_org
+from firm.store import SqlStore, open_store
+from firm.store.base import Event
+from firm.tasks import Task
+
+
+class Firm:
+    """A handle on one store and, once work is asked for, an engine working it."""
+
+    def __init__(
+        self,
+        db: str | Path | None = None,
+        *,
+        max_concurrent: int | None = None,
+        brain: Brain | None = None,
+        lease_seconds: float = 30.0,
+        heartbeat: float = 1.0,
+        global_limit: int | None = None,
+    ):
+        self.store: SqlStore = open_store(db)
+        self._max_concurrent = max_concurrent
+        self._brain = brain
+        self._lease = lease_seconds
+        self._heartbeat = heartbeat
+        self._global_limit = global_limit
+        self._engine: Engine | None = None
+
+    # --- the engine ----------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine(
+                self.store,
+                max_concurrent=self._concurrency(),
+                lease_seconds=self._lease,
+                heartbeat=self._heartbeat,
+                global_limit=self._global_limit,
+                brain=self._brain,
+            )
+        return self._engine
+
+    def _concurrency(self) -> int:
+        if self._max_concurrent is not None:
+            return self._max_concurrent
+        # Without an explicit limit, honour the widest max_concurrent among the open runs.
+        limits = [self._run_limit(r) for r in self.store.open_run_ids()]
+        return max([4, *[n for n in limits if n]])
+
+    def _run_limit(self, run_id: str) -> int | None:
+        run = self.store.run(run_id)
+        try:
+            return parse_org(run.org_yaml, run.org_source).max_concurrent
+        except OrgChartError:
+            return None
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.stop()
+            self._engine = None
+        self.store.close()
+
+    def __enter__(self) -> Firm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- work ----------------------------------------------------------------------------
+
+    def submit(
+        self,
+        org: OrgChart | str | Path,
+        goal: str,
+        *,
+        to: str | None = None,
+        brain: str = "simulation",
+        brain_options: dict[str, Any] | None = None,
+        workspace: str | Path | None = None,
+        priority: str = "normal",
+        language: str | None = None,
+        grant: dict[str, Any] | None = None,
+    ) -> Task:
+        """Create the root task for a goal. Nothing runs until run_until/run_until_idle."""
+        org_yaml = None
+        if not isinstance(org, OrgChart):
+            path = Path(org)
+            org = load_org(path)
+            org_yaml = path.read_text(encoding="utf-8")
+        if self._max_concurrent is None and self._engine is None:
+            self._max_concurrent = org.max_concurrent
+        return self.engine.submit(
+            org,
+            goal,
+            to=to,
+            brain=brain,
+            brain_options=brain_options,
+            workspace=workspace,
+            priority=priority,
+            language=language,
+            org_yaml=org_yaml,
+            grant=grant,
+        )
+
+    def run(
+        self,
+        org: OrgChart | str | Path,
+        goal: str,
+        *,
+        timeout: float | None = None,
+        **submit_options: Any,
+    ) -> Task:
+        """Submit a goal and work it to the end; returns the finished root task."""
+        root = self.submit(org, goal, **submit_options)
+        return self.run_until(root.id, timeout=timeout)
+
+    def run_until(self, task_id: str, timeout: float | None = None) -> Task:
+        return self.engine.run_until(task_id, timeout=timeout)
+
+    def run_until_idle(self, timeout: float | None = None) -> None:
+        self.engine.run_until_idle(timeout=timeout)
+
+    def resume(self, timeout: float | None = None) -> list[Task]:
+        """Continue every open run in the store; returns their root tasks when all have ended."""
+        roots = self.store.open_run_ids()
+        return [self.run_until(r, timeout=timeout) for r in roots]
+
+    def cancel(self, task_id: str, reason: str = "cancelled by the user") -> list[Task]:
+        """Cancel a task and its open subtree; returns the tasks cancelled."""
+        if self._engine is not None:
+            return self._engine.cancel(task_id, reason)
+        return self.store.cancel(task_id, reason)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def task(self, task_id: str) -> Task:
+        return self.store.get_task(task_id)
+
+    def subtree(self, task_id: str) -> list[Task]:
+        return self.store.subtree(task_id)
+
+    def tasks(self, **filters: Any) -> list[Task]:
+        return self.store.list_tasks(**filters)
+
+    def events(self, after: int = 0, limit: int = 1000) -> list[Event]:
+        return self.store.events_after(after, limit)

@@ -1,0 +1,1 @@
+"""Authority: grants, their attenuation on delegation, and the check before every tool body."""

@@ -1,0 +1,36 @@
+"""Brains: simulation (no key), llm (OpenAI-compatible), crewai (optional extra)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from firm.brains.base import Brain
+from firm.errors import FirmError
+
+BRAINS = ("simulation", "llm", "crewai")
+
+
+def make_brain(name: str, options: dict[str, Any] | None = None) -> Brain:
+    options = dict(options or {})
+    if name == "simulation":
+        from firm.brains.simulation import SimulationBrain
+
+        return SimulationBrain.from_options(options)
+    if name == "llm":
+        try:
+            from firm.brains.llm import LLMBrain  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise FirmError(f"the llm brain is not available: {exc}") from None
+        return LLMBrain.from_options(options)  # type: ignore[no-any-return]
+    if name == "crewai":
+        try:
+            from firm.brains.crewai import CrewAIBrain  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise FirmError(
+                f"the crewai brain needs the extra: pip install 'firm[crewai]' ({exc})"
+            ) from None
+        return CrewAIBrain.from_options(options)  # type: ignore[no-any-return]
+    raise FirmError(f"unknown brain {name!r} (one of: {', '.join(BRAINS)})")
+
+
+__all__ = ["BRAINS", "Brain", "make_brain"]

@@ -1,0 +1,224 @@
+"""The simulation brain: deterministic, no key, no network — and every engine path exercised.
+
+A manager splits its task among its direct reports by their titles (one subtask each, worded
+for the role) and ends its turn; woken, it merges their results into a report file and
+completes. A leaf writes a real markdown deliverable into the workspace and completes.
+Latency per turn and seeded failure injection let tests and benchmarks shape a run.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from firm.errors import FirmError
+from firm.tasks import Status, normalise_title
+
+if TYPE_CHECKING:
+    from firm.org import AgentSpec
+    from firm.session import Session
+
+# Title keywords → the kind of work a person with that title delivers. First match wins, so
+# specific roles come before general ones.
+ROLES: list[tuple[str, str]] = [
+    (r"\b(ceo|chief executive|founder|president)\b", "Company plan"),
+    (
+        r"\b(cto|chief technology|vp engineering|engineering manager|head of engineering)\b",
+        "Technical plan",
+    ),
+    (r"\b(cmo|chief marketing|head of marketing|marketing manager)\b", "Marketing plan"),
+    (r"\b(cfo|chief financial|finance|accounting|controller)\b", "Financial plan"),
+    (r"\b(coo|chief operating|operations)\b", "Operations plan"),
+    (r"\b(cpo|chief product|product manager|product owner|head of product)\b", "Product spec"),
+    (r"\b(security)\b", "Security review"),
+    (r"\b(legal|counsel|lawyer)\b", "Legal review"),
+    (r"\b(backend|back-end|api)\b", "Backend implementation"),
+    (r"\b(frontend|front-end|web|mobile|ios|android)\b", "Frontend implementation"),
+    (r"\b(devops|sre|infrastructure|platform|reliability)\b", "Infrastructure plan"),
+    (r"\b(qa|quality|test)\w*\b", "Test plan"),
+    (r"\b(data|analyst|analytics|scientist|machine learning|ml)\b", "Analysis"),
+    (r"\b(design|designer|ux|ui)\b", "Design"),
+    (r"\b(seo|growth|performance marketing)\b", "Growth plan"),
+    (r"\b(brand|content|copy|writer|editor|communications|pr)\b", "Content"),
+    (r"\b(marketing|marketer)\b", "Marketing campaign"),
+    (r"\b(sales|account executive|business development)\b", "Sales plan"),
+    (r"\b(support|customer success)\b", "Support plan"),
+    (r"\b(research|researcher)\b", "Research brief"),
+    (r"\b(engineer|developer|programmer)\b", "Implementation"),
+]
+
+
+_AREAS = frozenset(area for _, area in ROLES)
+
+
+def work_area(agent: AgentSpec) -> str:
+    title = agent.title.lower()
+    for pattern, area in ROLES:
+        if re.search(pattern, title):
+            return area
+    return f"{agent.title} deliverable"
+
+
+def slug(text: str, limit: int = 48) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return (s[:limit].rstrip("-")) or "work"
+
+
+def goal_of(title: str) -> str:
+    """The goal a subtask serves: its title without the 'Area: ' prefix a manager added."""
+    head, sep, rest = title.partition(": ")
+    if sep and (head in _AREAS or head.endswith(" deliverable")):
+        return rest
+    return title
+
+
+@dataclass
+class SimulationBrain:
+    latency: float = 0.0
+    fail_agents: frozenset[str] = field(default_factory=frozenset)
+    fail_rate: float = 0.0
+    seed: int = 0
+    name: str = "simulation"
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> SimulationBrain:
+        unknown = set(options) - {"latency", "fail_agents", "fail_rate", "seed"}
+        if unknown:
+            raise FirmError(f"unknown simulation option(s): {', '.join(sorted(unknown))}")
+        rate = float(options.get("fail_rate", 0.0))
+        if not 0.0 <= rate <= 1.0:
+            raise FirmError(f"--sim-fail-rate must be between 0 and 1, not {rate}")
+        latency = float(options.get("latency", 0.0))
+        if latency < 0:
+            raise FirmError(f"--sim-latency must not be negative, not {latency}")
+        return cls(
+            latency=latency,
+            fail_agents=frozenset(options.get("fail_agents") or ()),
+            fail_rate=rate,
+            seed=int(options.get("seed", 0)),
+        )
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "latency": self.latency,
+            "fail_agents": sorted(self.fail_agents),
+            "fail_rate": self.fail_rate,
+            "seed": self.seed,
+        }
+
+    def _should_fail(self, session: Session) -> str | None:
+        task = session.task
+        if task.assignee in self.fail_agents:
+            return f"simulated failure: {task.assignee} is set to fail (--sim-fail)"
+        if self.fail_rate > 0:
+            # Seeded per task, not per call order, so a resumed run makes the same choices.
+            rng = random.Random(f"{self.seed}|{task.assignee}|{normalise_title(task.title)}")
+            if rng.random() < self.fail_rate:
+                return f"simulated failure (rate {self.fail_rate}, seed {self.seed})"
+        return None
+
+    def run(self, session: Session) -> str | None:
+        session.sleep(self.latency)
+        if session.task.turn == 0:
+            reason = self._should_fail(session)
+            if reason:
+                session.call("fail_task", {"reason": reason})
+                return None
+            if session.reports:
+                return self._delegate(session)
+            return self._deliver(session)
+        return self._merge(session)
+
+    def _delegate(self, session: Session) -> None:
+        task, me = session.task, session.agent
+        goal = goal_of(task.title)
+        reports = session.reports
+        session.think(
+            f"Splitting '{goal}' among {len(reports)} reports: "
+            + ", ".join(f"{r.name} ({work_area(r)})" for r in reports)
+        )
+        for report in reports:
+            area = work_area(report)
+            description = (
+                f"{me.name} ({me.title}) asks {report.name}, {report.title}, for the "
+                f"{area.lower()} part of: {goal}."
+            )
+            if report.instructions:
+                description += f"\n\nStanding instructions: {report.instructions}"
+            result = session.call(
+                "delegate_task",
+                {"assignee": report.id, "title": f"{area}: {goal}", "description": description},
+            )
+            if not result.ok:
+                session.call("fail_task", {"reason": f"could not delegate: {result.content}"})
+                return None
+        return None
+
+    def _deliver(self, session: Session) -> None:
+        task, me = session.task, session.agent
+        area = work_area(me)
+        goal = goal_of(task.title)
+        path = f"{me.id}/{task.id}-{slug(area + ' ' + goal)}.md"
+        body = "\n".join(
+            [
+                f"# {area}: {goal}",
+                "",
+                f"*By {me.name}, {me.title} · task {task.id} · language {task.language}*",
+                "",
+                "## Brief",
+                "",
+                task.description or task.title,
+                "",
+                "## Deliverable",
+                "",
+                f'- Scope: the {area.lower()} for "{goal}".',
+                f"- Approach: what a {me.title.lower()} would do first, second and third.",
+                "- Risks: the assumptions this rests on, to be checked by the manager.",
+                "",
+            ]
+        )
+        written = session.call("files.write", {"path": path, "content": body})
+        if not written.ok:
+            session.call("fail_task", {"reason": f"could not write {path}: {written.content}"})
+            return None
+        session.call(
+            "complete_task",
+            {"result": f"{area} for '{goal}' is written up in {path}.", "files": [path]},
+        )
+        return None
+
+    def _merge(self, session: Session) -> None:
+        task, me = session.task, session.agent
+        subtasks = session.subtasks
+        done = [t for t in subtasks if t.status == Status.DONE]
+        failed = [t for t in subtasks if t.status in (Status.FAILED, Status.CANCELLED)]
+        goal = goal_of(task.title)
+        if not done:
+            reasons = "; ".join(f"{t.title} → {t.status}: {t.error}" for t in failed)
+            session.call("fail_task", {"reason": f"every subtask failed: {reasons}"})
+            return None
+        area = work_area(me) if task.parent_id else "Report"
+        path = f"{me.id}/{task.id}-report.md"
+        lines = [f"# {area}: {goal}", "", f"*By {me.name}, {me.title} · task {task.id}*", ""]
+        for t in subtasks:
+            lines += [f"## {t.title}", "", f"{t.assignee} → {t.status}", ""]
+            if t.status == Status.DONE:
+                lines += [t.result or "", ""]
+                lines += [f"- [{f}]({f})" for f in t.files] + [""]
+            else:
+                lines += [f"Not delivered: {t.error}", ""]
+        session.call("files.write", {"path": path, "content": "\n".join(lines)})
+        files = [path] + [f for t in done for f in t.files]
+        summary = [f"{area} for '{goal}': merged {len(done)} deliverable(s)."]
+        summary += [
+            f"- {t.title} by {t.assignee}: {', '.join(t.files) or 'no files'}" for t in done
+        ]
+        if failed:
+            summary.append(f"Not delivered ({len(failed)}):")
+            summary += [f"- {t.title} by {t.assignee} → {t.status}: {t.error}" for t in failed]
+        session.call(
+            "complete_task", {"result": "\n".join(summary), "files": list(dict.fromkeys(files))}
+        )
+        return None

@@ -1,0 +1,54 @@
+"""The `firm` command. Each group of commands lives in its own module and registers here."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from firm.cli import inspect, work
+from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
+from firm.errors import FirmError, OrgChartError
+
+app = typer.Typer(
+    name="firm",
+    help="Run an AI company you can watch: an org chart in YAML, a goal, durable delegation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+work.register(app)
+inspect.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user mistakes become one clear message and an exit code, never a traceback."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="firm", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        err_console.print("Interrupted.")
+        code = EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        err_console.print("Interrupted.")
+        code = EXIT_INTERRUPTED
+    except OrgChartError as exc:
+        for problem in exc.problems:
+            err_console.print(f"error: {problem}", markup=False, highlight=False)
+        code = EXIT_USAGE
+    except FirmError as exc:
+        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        code = EXIT_USAGE
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

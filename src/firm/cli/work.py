@@ -1,0 +1,197 @@
+"""Commands that make the company work: demo, init, run, resume."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from firm.api import Firm
+from firm.cli.common import (
+    EXIT_INTERRUPTED,
+    DbOption,
+    JsonOption,
+    console,
+    err_console,
+    exit_code_for,
+    print_json,
+    report,
+    run_summary,
+    watch,
+)
+from firm.errors import FirmError
+from firm.org import load_org
+
+DEMO_GOAL = "Launch an AI note-taking app"
+
+
+def demo_org_text() -> str:
+    return resources.files("firm").joinpath("examples/demo.yaml").read_text(encoding="utf-8")
+
+
+def sim_options(
+    latency: float, fail: list[str] | None, fail_rate: float, seed: int
+) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if latency:
+        options["latency"] = latency
+    if fail:
+        options["fail_agents"] = list(fail)
+    if fail_rate:
+        options["fail_rate"] = fail_rate
+    if seed:
+        options["seed"] = seed
+    return options
+
+
+def _work(firm: Firm, root_ids: list[str], json_mode: bool) -> None:
+    try:
+        roots = watch(firm, root_ids, json_mode=json_mode)
+    except KeyboardInterrupt:
+        firm.close()
+        err_console.print(
+            "[yellow]Interrupted.[/] Unfinished work is saved; "
+            "`firm resume` continues where it stopped."
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if json_mode:
+        summaries = [run_summary(firm, r.id) for r in roots]
+        print_json(summaries[0] if len(summaries) == 1 else summaries)
+    else:
+        for root in roots:
+            report(firm, root)
+    code = exit_code_for(roots)
+    firm.close()
+    raise typer.Exit(code)
+
+
+def run(
+    org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
+    goal: Annotated[str, typer.Argument(help="The goal for the top agent.", show_default=False)],
+    brain: Annotated[str, typer.Option(help="simulation (no key) or llm.")] = "simulation",
+    db: DbOption = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where agents write files [default: the org chart's workspace, else ./workspace]."
+        ),
+    ] = None,
+    max_concurrent: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=1024, help="Sessions at once [default: the org chart's max_concurrent]."
+        ),
+    ] = None,
+    to: Annotated[
+        str | None, typer.Option(help="The agent the goal goes to [default: the top of the chart].")
+    ] = None,
+    priority: Annotated[str, typer.Option(help="low, normal, high or urgent.")] = "normal",
+    language: Annotated[
+        str | None,
+        typer.Option(help="Language code for the work [default: detected from the goal]."),
+    ] = None,
+    sim_latency: Annotated[float, typer.Option(help="Simulation: seconds per turn.")] = 0.0,
+    sim_fail: Annotated[
+        list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
+    ] = None,
+    sim_fail_rate: Annotated[
+        float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
+    json_mode: JsonOption = False,
+) -> None:
+    """Give the company a goal and watch it work, to the end."""
+    org = load_org(org_file)
+    firm = Firm(db, max_concurrent=max_concurrent or org.max_concurrent)
+    try:
+        root = firm.submit(
+            org_file,
+            goal,
+            to=to,
+            brain=brain,
+            brain_options=sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
+            if brain == "simulation"
+            else {},
+            workspace=workspace,
+            priority=priority,
+            language=language,
+        )
+    except FirmError:
+        firm.close()
+        raise
+    if not json_mode:
+        console.print(
+            f"[bold]{org.company}[/] · goal {root.id} → {root.assignee} · store {firm.store.url}"
+        )
+    _work(firm, [root.id], json_mode)
+
+
+def demo(
+    db: DbOption = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="Where agents write files [default: ./workspace].")
+    ] = None,
+    sim_latency: Annotated[float, typer.Option(help="Seconds per turn, to watch it.")] = 0.3,
+    json_mode: JsonOption = False,
+) -> None:
+    """Run the built-in company on a built-in goal with the simulation brain (no API key)."""
+    from firm.org import parse_org
+
+    text = demo_org_text()
+    org = parse_org(text, "firm:examples/demo.yaml")
+    firm = Firm(db, max_concurrent=org.max_concurrent)
+    root = firm.engine.submit(
+        org,
+        DEMO_GOAL,
+        brain="simulation",
+        brain_options=sim_options(sim_latency, None, 0.0, 0),
+        workspace=workspace,
+        org_yaml=text,
+    )
+    if not json_mode:
+        console.print(f"[bold]{org.company}[/] (the demo company) works on: {DEMO_GOAL}")
+    _work(firm, [root.id], json_mode)
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="Folder to create the company in.")],
+    force: Annotated[bool, typer.Option(help="Overwrite an existing company.yaml.")] = False,
+) -> None:
+    """Write DIRECTORY/company.yaml, an example org chart to edit."""
+    target = directory / "company.yaml"
+    if target.exists() and not force:
+        raise FirmError(f"{target} already exists (use --force to overwrite it)")
+    directory.mkdir(parents=True, exist_ok=True)
+    target.write_text(demo_org_text(), encoding="utf-8")
+    console.print(
+        f'Wrote {target}. Edit it, then:\n  firm run {target} "Launch an AI note-taking app"'
+    )
+
+
+def resume(
+    db: DbOption = None,
+    max_concurrent: Annotated[int | None, typer.Option(min=1, max=1024)] = None,
+    json_mode: JsonOption = False,
+) -> None:
+    """Continue every unfinished run in the store, where it stopped."""
+    firm = Firm(db, max_concurrent=max_concurrent)
+    roots = firm.store.open_run_ids()
+    if not roots:
+        firm.close()
+        if json_mode:
+            print_json([])
+        else:
+            console.print("Nothing to resume: every run in the store has ended.")
+        raise typer.Exit(0)
+    if not json_mode:
+        console.print(f"Resuming {len(roots)} run(s): {', '.join(roots)}")
+    _work(firm, roots, json_mode)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)
+    app.command()(init)
+    app.command()(run)
+    app.command()(resume)

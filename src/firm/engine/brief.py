@@ -1,0 +1,61 @@
+"""The brief: what an agent is told about its task at the start of a session."""
+
+from __future__ import annotations
+
+from firm.org import OrgChart
+from firm.tasks import Status, Task
+
+RESULT_LIMIT = 2000  # characters of a report's result shown to its manager; files hold the rest
+
+
+def bounded(text: str | None, limit: int = RESULT_LIMIT) -> str:
+    text = (text or "").strip()
+    if len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + f" … [{len(text) - limit} more characters; see the files]"
+
+
+def describe_subtask(t: Task) -> str:
+    head = f"- [{t.id}] {t.title} (assigned to {t.assignee}) → {t.status}"
+    if t.status == Status.DONE:
+        lines = [head, "  result: " + bounded(t.result).replace("\n", "\n  ")]
+        if t.files:
+            lines.append("  files: " + ", ".join(t.files))
+        return "\n".join(lines)
+    if t.status in (Status.FAILED, Status.CANCELLED):
+        return f"{head}\n  reason: {bounded(t.error, 500) or 'no reason given'}"
+    return head
+
+
+def build_brief(task: Task, org: OrgChart, subtasks: list[Task]) -> str:
+    """The brief for a session of `task`; `subtasks` are all the tasks it ever delegated."""
+    who = org.agent(task.created_by).name if org.has_agent(task.created_by) else task.created_by
+    parts = [f"Task {task.id}: {task.title}"]
+    if task.description and task.description.strip() != task.title.strip():
+        parts.append(task.description.strip())
+    parts.append(f"From: {who} · priority: {task.priority} · language: {task.language}")
+    if task.language != "en":
+        parts.append(f"Work and write your result in this language: {task.language}.")
+
+    earlier = [t for t in subtasks if t.status.terminal]
+    current_turn = [t for t in subtasks if not t.status.terminal]
+    if task.turn > 0 and subtasks:
+        parts.append("Your reports have finished the subtasks you delegated:")
+        parts.extend(describe_subtask(t) for t in earlier)
+        if current_turn:
+            parts.append("Still open:")
+            parts.extend(describe_subtask(t) for t in current_turn)
+        parts.append(
+            "Merge these results into your own deliverable and finish with "
+            "complete_task (or fail_task if the task cannot be done), or delegate "
+            "more work and end your turn."
+        )
+    elif subtasks:
+        # A session of this turn was interrupted after delegating: show what already exists.
+        parts.append(
+            "You already delegated these subtasks in this turn (before an "
+            "interruption); do not hand the same work out again:"
+        )
+        parts.extend(describe_subtask(t) for t in subtasks)
+        parts.append("Delegate only what is missing, then end your turn.")
+    return "\n\n".join(parts)

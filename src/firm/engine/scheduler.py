@@ -1,0 +1,337 @@
+"""The engine: claim todo tasks, run their sessions in a bounded pool, settle, wake, cancel.
+
+One scheduler thread claims work up to `max_concurrent` and hands each claimed task to a
+session worker thread. A waiting task holds no worker (invariant 6): the limit counts running
+sessions only. The scheduler sleeps until nudged — a task became todo, a session ended — with
+a slow heartbeat as the safety net (and the way work submitted by another process is seen).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from firm.brains import Brain
+from firm.engine.brief import build_brief
+from firm.engine.company import Company
+from firm.errors import FirmError
+from firm.language import detect_language
+from firm.org import OrgChart, top_agent
+from firm.session import Session, SessionCancelled
+from firm.store.base import Event, NewTask, RunSpec, Store
+from firm.tasks import Outcome, Priority, Task
+
+log = logging.getLogger("firm.engine")
+
+_HOST = socket.gethostname()
+_LIVE_WORKERS: set[str] = set()  # engines running in this process
+
+
+def make_worker_id() -> str:
+    return f"{_HOST}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def worker_alive(worker_id: str) -> bool | None:
+    """Whether a worker is alive: known for processes on this host, None for other hosts."""
+    try:
+        host, pid_text, _ = worker_id.rsplit(":", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if host != _HOST:
+        return None
+    if pid == os.getpid():
+        return worker_id in _LIVE_WORKERS
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a killed process its parent has not reaped yet is a zombie: dead for our purposes
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+class Engine:
+    """Runs the sessions of every open task in a store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_concurrent: int = 4,
+        worker_id: str | None = None,
+        lease_seconds: float = 30.0,
+        heartbeat: float = 1.0,
+        global_limit: int | None = None,
+        brain: Brain | None = None,
+    ):
+        if max_concurrent < 1:
+            raise FirmError("max_concurrent must be at least 1")
+        self.store = store
+        self.max_concurrent = max_concurrent
+        self.worker_id = worker_id or make_worker_id()
+        self.lease_seconds = lease_seconds
+        self.heartbeat = heartbeat
+        self.global_limit = global_limit
+        self._brain_override = brain
+        self._pool = ThreadPoolExecutor(
+            max_workers=max_concurrent, thread_name_prefix="firm-session"
+        )
+        self._running: dict[str, threading.Event] = {}
+        self._running_lock = threading.Lock()
+        self._companies: dict[str, Company] = {}
+        self._companies_lock = threading.Lock()
+        self._nudge = threading.Event()
+        self._progress = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe = store.subscribe(self._on_events)
+        self.peak_running = 0
+        self.sessions_run = 0
+
+    # --- public API ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        org: OrgChart,
+        goal: str,
+        *,
+        to: str | None = None,
+        brain: str = "simulation",
+        brain_options: dict[str, Any] | None = None,
+        workspace: str | Path | None = None,
+        priority: str | Priority = "normal",
+        language: str | None = None,
+        org_yaml: str | None = None,
+        grant: dict[str, Any] | None = None,
+        submitter: str = "user",
+    ) -> Task:
+        """Create the root task of a new run; the engine (this one or another) will work it."""
+        goal = goal.strip()
+        if not goal:
+            raise FirmError("the goal is empty")
+        agent = top_agent(org, to)
+        ws = Path(workspace or org.workspace or "workspace")
+        if not ws.is_absolute() and org.workspace and workspace is None and "<" not in org.source:
+            ws = Path(org.source).parent / ws
+        first_line = goal.splitlines()[0].strip()
+        title = first_line if len(first_line) <= 200 else first_line[:197] + "…"
+        run = RunSpec(
+            org_yaml=org_yaml or org.to_yaml(),
+            org_source=org.source,
+            brain=brain,
+            brain_options=dict(brain_options or {}),
+            workspace=str(ws.resolve()),
+        )
+        if self._brain_override is None:
+            Company.from_run(run)  # fail now, not in a worker, if the brain or tools are wrong
+        root = NewTask(
+            title=title,
+            description=goal,
+            assignee=agent.id,
+            created_by=submitter,
+            priority=Priority.parse(priority),
+            language=language or detect_language(goal),
+            grant=grant,
+        )
+        task = self.store.create_run(run, root)
+        self._nudge.set()
+        return task
+
+    def start(self) -> Engine:
+        if self._thread is None:
+            _LIVE_WORKERS.add(self.worker_id)
+            self.store.recover(worker_alive)
+            self._thread = threading.Thread(target=self._loop, name="firm-scheduler", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop claiming, interrupt running sessions, hand unfinished ones back to todo."""
+        self._stop.set()
+        self._nudge.set()
+        with self._running_lock:
+            running = dict(self._running)
+        for ev in running.values():
+            ev.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._running_lock:
+            leftover = list(self._running)
+        self.store.release(
+            self.worker_id, list(running) + leftover, reason="its worker stopped; it will be re-run"
+        )
+        _LIVE_WORKERS.discard(self.worker_id)
+        self._unsubscribe()
+
+    def __enter__(self) -> Engine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def cancel(
+        self, task_id: str, reason: str = "cancelled by the user", by: str = "user"
+    ) -> list[Task]:
+        """Cancel a task and its open subtree in one statement; running sessions stop."""
+        cancelled = self.store.cancel(task_id, reason, by)
+        self._signal([t.id for t in cancelled])
+        return cancelled
+
+    def run_until(self, root_id: str, timeout: float | None = None) -> Task:
+        """Work until the task is terminal (or nothing can move any more); return it."""
+        self.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        quiet_since: float | None = None
+        while True:
+            task = self.store.get_task(root_id)
+            if task.terminal:
+                return task
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"task {root_id} is still {task.status} after {timeout}s")
+            if self.stuck(root_id):
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since > 2 * self.heartbeat:
+                    return task
+            else:
+                quiet_since = None
+            self._progress.wait(0.25)
+            self._progress.clear()
+
+    def run_until_idle(self, timeout: float | None = None) -> None:
+        """Work until no task in the store can move."""
+        self.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            counts = self.store.counts()
+            if not counts.get("todo") and not counts.get("in_progress") and not self._running:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"still busy after {timeout}s: {counts}")
+            self._progress.wait(0.25)
+            self._progress.clear()
+
+    @property
+    def running(self) -> list[str]:
+        with self._running_lock:
+            return list(self._running)
+
+    def company(self, run_id: str) -> Company:
+        with self._companies_lock:
+            company = self._companies.get(run_id)
+            if company is None:
+                company = Company.from_run(self.store.run(run_id), self._brain_override)
+                self._companies[run_id] = company
+            return company
+
+    # --- internals -----------------------------------------------------------------------
+
+    def stuck(self, root_id: str) -> bool:
+        if self._running:
+            return False
+        counts = self.store.counts(root_id)
+        return not counts.get("todo") and not counts.get("in_progress")
+
+    def _on_events(self, events: list[Event]) -> None:
+        if any(e.kind in ("created", "delegated", "woken", "requeued") for e in events):
+            self._nudge.set()
+        self._progress.set()
+
+    def _signal(self, task_ids: list[str]) -> None:
+        with self._running_lock:
+            for tid in task_ids:
+                ev = self._running.get(tid)
+                if ev is not None:
+                    ev.set()
+
+    def _loop(self) -> None:
+        last_renew = time.monotonic()
+        backoff = 0.0
+        while not self._stop.is_set():
+            self._nudge.clear()
+            with self._running_lock:
+                free = self.max_concurrent - len(self._running)
+            claimed: list[Task] = []
+            try:
+                if free > 0:
+                    claimed = self.store.claim(
+                        self.worker_id, free, self.lease_seconds, self.global_limit
+                    )
+                if self._running and time.monotonic() - last_renew > self.lease_seconds / 3:
+                    self.store.renew_leases(self.worker_id, self.lease_seconds)
+                    last_renew = time.monotonic()
+                backoff = 0.0
+            except Exception:
+                # A store hiccup (a lost connection, a locked file) must not kill the engine.
+                log.exception("scheduler: store error; retrying")
+                backoff = min(max(backoff * 2, 0.1), 5.0)
+                self._stop.wait(backoff)
+                continue
+            for task in claimed:
+                self._launch(task)
+            if claimed and len(claimed) < free:
+                continue  # there may be more: claim again before sleeping
+            self._nudge.wait(self.heartbeat)
+
+    def _launch(self, task: Task) -> None:
+        ev = threading.Event()
+        with self._running_lock:
+            self._running[task.id] = ev
+            self.peak_running = max(self.peak_running, len(self._running))
+        try:
+            self._pool.submit(self._work, task, ev)
+        except RuntimeError:  # the pool is shutting down: leave the task for recovery
+            with self._running_lock:
+                self._running.pop(task.id, None)
+
+    def _work(self, task: Task, cancel: threading.Event) -> None:
+        try:
+            outcome = self._session(task, cancel)
+            if outcome is not None:
+                self.store.settle(task.id, self.worker_id, outcome)
+        except Exception:
+            log.exception("session of %s failed to settle; recovery will re-run it", task.id)
+        finally:
+            with self._running_lock:
+                self._running.pop(task.id, None)
+                self.sessions_run += 1
+            self._nudge.set()
+            self._progress.set()
+
+    def _session(self, task: Task, cancel: threading.Event) -> Outcome | None:
+        try:
+            company = self.company(task.root_id)
+        except Exception as exc:
+            return Outcome.failed(f"the company of run {task.root_id} cannot start: {exc}")
+        try:
+            subtasks = self.store.children(task.id)
+            session = Session(
+                store=self.store,
+                company=company,
+                task=task,
+                subtasks=subtasks,
+                brief=build_brief(task, company.org, subtasks),
+                cancel_event=cancel,
+                worker_id=self.worker_id,
+            )
+            text = company.brain.run(session)
+            if cancel.is_set() and self._stop.is_set():
+                return None  # stopping: hand the task back rather than settle half a turn
+            return session.final_outcome(text)
+        except SessionCancelled:
+            return None
+        except Exception as exc:
+            log.exception("session of %s crashed", task.id)
+            return Outcome.failed(f"{task.assignee}'s session crashed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,54 @@
+"""Error types a user can act on. The CLI turns each into one line and an exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class FirmError(Exception):
+    """Base class for every error firm raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a file: where it is and what is wrong."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+
+class OrgChartError(FirmError):
+    """The org chart is malformed. Carries every problem found, each with file, line and field."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class TaskNotFound(FirmError):
+    def __init__(self, task_id: str):
+        self.task_id = task_id
+        super().__init__(f"no task with id {task_id!r}")
+
+
+class InvalidTransition(FirmError):
+    """A task was asked to move between two states the state machine does not connect."""
+
+
+class StoreError(FirmError):
+    """The store cannot be opened or used as asked."""
+
+
+class WorkspaceError(FirmError):
+    """A path or file operation would break the workspace's confinement or limits."""
+
+
+class ToolError(FirmError):
+    """A tool was called wrongly; the message goes back to the model so it can correct itself."""

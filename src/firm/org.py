@@ -1,0 +1,401 @@
+"""The org chart: who the agents are, who reports to whom, and what each may do. Pure data.
+
+Loading validates everything up front and reports every problem with its file, line and
+field, so a person fixing a chart sees all mistakes at once rather than one per attempt.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from firm.errors import OrgChartError, Problem
+
+AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+TOOL_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]-]+(\.[A-Za-z0-9_*?\[\]-]+)*$")
+
+Path_ = tuple[str | int, ...]
+ShortText = Annotated[str, Field(min_length=1, max_length=200)]
+LongText = Annotated[str, Field(max_length=20_000)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, frozen=True)
+
+
+class LLMConfig(_Strict):
+    """Model settings; the company sets defaults, an agent may override any of them."""
+
+    model: ShortText | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    max_iterations: Annotated[int, Field(ge=1, le=1000)] | None = None
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    base_url: ShortText | None = None
+    api_key_env: ShortText | None = None
+    timeout: Annotated[float, Field(gt=0, le=3600)] | None = None
+
+    def merged(self, override: LLMConfig | None) -> LLMConfig:
+        if override is None:
+            return self
+        data = self.model_dump()
+        data.update({k: v for k, v in override.model_dump().items() if v is not None})
+        return LLMConfig(**data)
+
+
+def _check_tool_patterns(patterns: list[str] | None) -> list[str] | None:
+    if patterns is None:
+        return None
+    for p in patterns:
+        if not TOOL_PATTERN.match(p):
+            raise ValueError(
+                f"{p!r} is not a tool name or glob (dotted names like 'files.read' or 'crm.*')"
+            )
+    return patterns
+
+
+class AgentSpec(_Strict):
+    id: str
+    name: ShortText
+    title: ShortText
+    reports_to: str | None = None
+    instructions: LongText = ""
+    tools: list[str] | None = None
+    can_grant: list[str] = Field(default_factory=list)
+    limits: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    ttl: Annotated[float, Field(gt=0, le=10 * 365 * 86400)] | None = None
+    budget_tokens: Annotated[int, Field(gt=0)] | None = None
+    llm: LLMConfig | None = None
+
+    @field_validator("id", "reports_to")
+    @classmethod
+    def _agent_id(cls, v: str | None) -> str | None:
+        if v is not None and not AGENT_ID.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid agent id (lowercase letters, digits, '-' and '_', "
+                "starting with a letter or digit, at most 63 characters)"
+            )
+        return v
+
+    @field_validator("tools", "can_grant")
+    @classmethod
+    def _tool_patterns(cls, v: list[str] | None) -> list[str] | None:
+        return _check_tool_patterns(v)
+
+
+class OrgChart(_Strict):
+    company: ShortText
+    description: LongText = ""
+    max_concurrent: Annotated[int, Field(ge=1, le=1024)] = 4
+    workspace: ShortText | None = None
+    default_tools: list[str] = Field(default_factory=lambda: ["files.*"])
+    tool_modules: list[ShortText] = Field(default_factory=list)
+    on_denial: Literal["deny", "revoke"] = "deny"
+    llm: LLMConfig | None = None
+    agents: Annotated[list[AgentSpec], Field(min_length=1, max_length=100_000)]
+
+    _by_id: dict[str, AgentSpec] = PrivateAttr(default_factory=dict)
+    _reports: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+    _lines: dict[Path_, int] = PrivateAttr(default_factory=dict)
+    _file: str = PrivateAttr(default="<org chart>")
+
+    @field_validator("default_tools")
+    @classmethod
+    def _tool_patterns(cls, v: list[str]) -> list[str]:
+        return _check_tool_patterns(v) or []
+
+    def model_post_init(self, __context: Any) -> None:
+        self._by_id = {a.id: a for a in self.agents}
+        self._reports = {a.id: [] for a in self.agents}
+        for a in self.agents:
+            if a.reports_to in self._reports:
+                self._reports[a.reports_to].append(a.id)
+
+    @property
+    def source(self) -> str:
+        return self._file
+
+    def agent(self, agent_id: str) -> AgentSpec:
+        try:
+            return self._by_id[agent_id]
+        except KeyError:
+            raise KeyError(f"no agent {agent_id!r} in the org chart") from None
+
+    def has_agent(self, agent_id: str) -> bool:
+        return agent_id in self._by_id
+
+    def reports(self, agent_id: str) -> list[AgentSpec]:
+        return [self._by_id[r] for r in self._reports.get(agent_id, [])]
+
+    def manager(self, agent_id: str) -> AgentSpec | None:
+        boss = self.agent(agent_id).reports_to
+        return self._by_id.get(boss) if boss else None
+
+    def roots(self) -> list[AgentSpec]:
+        return [a for a in self.agents if a.reports_to is None]
+
+    def chain_of_command(self, agent_id: str) -> list[str]:
+        """The agent's managers, nearest first."""
+        chain: list[str] = []
+        boss = self.agent(agent_id).reports_to
+        while boss is not None:
+            chain.append(boss)
+            boss = self.agent(boss).reports_to
+        return chain
+
+    def is_report(self, manager_id: str, agent_id: str) -> bool:
+        """True when agent_id reports directly to manager_id."""
+        return self.has_agent(agent_id) and self.agent(agent_id).reports_to == manager_id
+
+    def llm_for(self, agent_id: str) -> LLMConfig:
+        base = self.llm or LLMConfig()
+        return base.merged(self.agent(agent_id).llm)
+
+    def tools_of(self, agent_id: str) -> list[str]:
+        """What the agent may call itself: its `tools:`, or the company's default_tools."""
+        tools = self.agent(agent_id).tools
+        return list(self.default_tools if tools is None else tools)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(exclude_defaults=True), sort_keys=False)
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def _line_map(text: str) -> dict[Path_, int]:
+    """Map each path in the YAML document to the 1-based line where it appears."""
+    lines: dict[Path_, int] = {}
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+
+    def walk(node: yaml.Node, path: Path_) -> None:
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                k = key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
+                lines[(*path, k)] = key.start_mark.line + 1
+                walk(value, (*path, k))
+                # Keep the key's line for the path: "field: value" is reported where the key is.
+                lines[(*path, k)] = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*path, i))
+
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def _dup_keys(text: str, file: str) -> list[Problem]:
+    """PyYAML silently keeps the last of two equal keys; a chart with one is almost surely wrong."""
+    problems: list[Problem] = []
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+
+    def walk(node: yaml.Node, path: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                k = str(key.value)
+                if k in seen:
+                    problems.append(
+                        Problem(
+                            file,
+                            key.start_mark.line + 1,
+                            f"{path}{k}".lstrip("."),
+                            f"key {k!r} appears twice in the same mapping",
+                        )
+                    )
+                seen.add(k)
+                walk(value, f"{path}{k}.")
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, f"{path.rstrip('.')}[{i}].")
+
+    if root is not None:
+        walk(root, "")
+    return problems
+
+
+def _field_name(loc: Path_) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _nearest_line(lines: dict[Path_, int], loc: Path_) -> int | None:
+    loc = tuple(loc)
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+def _pydantic_problems(
+    err: ValidationError, file: str, lines: dict[Path_, int]
+) -> Iterator[Problem]:
+    for e in err.errors():
+        # Drop pydantic's internal loc parts (e.g. function-after markers) that aren't YAML paths.
+        loc: Path_ = tuple(
+            p for p in e["loc"] if isinstance(p, int) or not str(p).startswith("function-")
+        )
+        message = e["msg"]
+        if e["type"] == "extra_forbidden":
+            message = f"unknown key {loc[-1]!r}"
+        elif e["type"] == "missing":
+            message = "is required"
+        elif message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        yield Problem(file, _nearest_line(lines, loc), _field_name(loc), message)
+
+
+def _structure_problems(org: OrgChart, file: str, lines: dict[Path_, int]) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for i, a in enumerate(org.agents):
+        if a.id in seen:
+            first = lines.get(("agents", seen[a.id], "id"))
+            problems.append(
+                Problem(
+                    file,
+                    lines.get(("agents", i, "id")),
+                    f"agents[{i}].id",
+                    f"duplicate agent id {a.id!r} (first defined at line {first})",
+                )
+            )
+        else:
+            seen[a.id] = i
+    known = sorted(seen)
+    for i, a in enumerate(org.agents):
+        if a.reports_to is None:
+            continue
+        if a.reports_to == a.id:
+            problems.append(
+                Problem(
+                    file,
+                    lines.get(("agents", i, "reports_to")),
+                    f"agents[{i}].reports_to",
+                    f"{a.id!r} cannot report to itself",
+                )
+            )
+        elif a.reports_to not in seen:
+            problems.append(
+                Problem(
+                    file,
+                    lines.get(("agents", i, "reports_to")),
+                    f"agents[{i}].reports_to",
+                    f"{a.reports_to!r} names no agent (known: {', '.join(known)})",
+                )
+            )
+    if problems:
+        return problems
+    # Cycles: follow reports_to from each agent; a walk that revisits an agent is a loop.
+    index = {a.id: i for i, a in enumerate(org.agents)}
+    reported: set[frozenset[str]] = set()
+    for a in org.agents:
+        path: list[str] = []
+        cur: str | None = a.id
+        while cur is not None and cur not in path:
+            path.append(cur)
+            cur = org.agent(cur).reports_to
+        if cur is not None:
+            loop = path[path.index(cur) :]
+            if frozenset(loop) in reported:
+                continue
+            reported.add(frozenset(loop))
+            i = index[loop[0]]
+            problems.append(
+                Problem(
+                    file,
+                    lines.get(("agents", i, "reports_to")),
+                    f"agents[{i}].reports_to",
+                    "reporting cycle: " + " → ".join([*loop, loop[0]]),
+                )
+            )
+    if not problems and not org.roots():
+        problems.append(
+            Problem(
+                file,
+                lines.get(("agents",)),
+                "agents",
+                "no top agent: every agent reports to someone",
+            )
+        )
+    return problems
+
+
+def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
+    """Parse and validate an org chart from YAML text; every problem is reported at once."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise OrgChartError([Problem(file, line, "", f"not valid YAML: {reason}")]) from None
+    if data is None:
+        raise OrgChartError(
+            [Problem(file, 1, "", "the file is empty; expected 'company:' and 'agents:'")]
+        )
+    if not isinstance(data, dict):
+        raise OrgChartError(
+            [Problem(file, 1, "", "expected a mapping with 'company:' and 'agents:'")]
+        )
+    lines = _line_map(text)
+    problems = _dup_keys(text, file)
+    try:
+        org = OrgChart.model_validate(data)
+    except ValidationError as err:
+        problems.extend(_pydantic_problems(err, file, lines))
+        raise OrgChartError(problems) from None
+    problems.extend(_structure_problems(org, file, lines))
+    if problems:
+        raise OrgChartError(problems)
+    org._lines = lines
+    org._file = file
+    return org
+
+
+def load_org(path: str | Path) -> OrgChart:
+    """Load and validate an org chart file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise OrgChartError([Problem(str(p), None, "", "no such file")]) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise OrgChartError([Problem(str(p), None, "", f"cannot read: {exc}")]) from None
+    return parse_org(text, str(p))
+
+
+def top_agent(org: OrgChart, to: str | None = None) -> AgentSpec:
+    """The agent a goal goes to: the one named, else the single root of the chart."""
+    file, lines = org._file, org._lines
+    if to is not None:
+        if not org.has_agent(to):
+            known = ", ".join(a.id for a in org.agents)
+            raise OrgChartError(
+                [Problem(file, None, "--to", f"{to!r} names no agent (known: {known})")]
+            )
+        return org.agent(to)
+    roots = org.roots()
+    if len(roots) > 1:
+        where = ", ".join(
+            f"{r.id} (line {lines.get(('agents', org.agents.index(r), 'id'))})" for r in roots
+        )
+        raise OrgChartError(
+            [
+                Problem(
+                    file,
+                    lines.get(("agents",)),
+                    "agents",
+                    f"several top agents: {where}; name the one the goal goes to with --to",
+                )
+            ]
+        )
+    return roots[0]

@@ -1,0 +1,330 @@
+"""A session: one agent working one task. What a brain sees, and the checked path for tools.
+
+Everything a brain can get wrong — an unknown tool, bad arguments, a delegation outside the
+org chart, a denied call — comes back as a ToolResult with ok=False and a message it can act
+on. Only cancellation interrupts a brain, by raising SessionCancelled at its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from firm.audit.chain import digest
+from firm.authority.check import Denial, check_call
+from firm.errors import FirmError, StoreError, ToolError, WorkspaceError
+from firm.org import AgentSpec, OrgChart
+from firm.store.base import NewTask, Store
+from firm.tasks import Outcome, Priority, Status, Task
+from firm.tools.registry import ToolContext, ToolDef
+
+if TYPE_CHECKING:
+    from firm.engine.company import Company
+
+THOUGHT_LIMIT = 4000
+
+
+class SessionCancelled(Exception):
+    """Raised into a brain when its task was cancelled (or its worker is stopping)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    ok: bool
+    content: str
+    denied: Denial | None = None
+
+    def __str__(self) -> str:
+        return self.content
+
+
+class Session(ToolContext):
+    def __init__(
+        self,
+        *,
+        store: Store,
+        company: Company,
+        task: Task,
+        subtasks: list[Task],
+        brief: str,
+        cancel_event: threading.Event,
+        worker_id: str,
+        on_delegate: Callable[[Task], None] | None = None,
+    ):
+        self.store = store
+        self.company = company
+        self.task = task
+        self.task_id = task.id
+        self.agent_id = task.assignee
+        self.subtasks = subtasks
+        self.brief = brief
+        self.worker_id = worker_id
+        self.workspace = company.workspace
+        self._cancel = cancel_event
+        self._on_delegate = on_delegate
+        self.outcome: Outcome | None = None
+        self.delegated: list[str] = []
+        self.files_written: list[str] = []
+        self.last_text: str | None = None
+        self.cancel_reason: str | None = None
+
+    # --- what the brain reads ------------------------------------------------------------
+
+    @property
+    def org(self) -> OrgChart:
+        return self.company.org
+
+    @property
+    def agent(self) -> AgentSpec:
+        return self.org.agent(self.task.assignee)
+
+    @property
+    def reports(self) -> list[AgentSpec]:
+        return self.org.reports(self.task.assignee)
+
+    @property
+    def manager(self) -> AgentSpec | None:
+        return self.org.manager(self.task.assignee)
+
+    @property
+    def ended(self) -> bool:
+        return self.outcome is not None
+
+    def tools(self) -> list[ToolDef]:
+        """The tools offered to this agent: lifecycle tools, then what its authority allows."""
+        offered: list[ToolDef] = []
+        for t in self.company.registry.all():
+            if t.lifecycle:
+                if t.name != "delegate_task" or self.reports:
+                    offered.append(t)
+            elif self.company.offers(self.task, t):
+                offered.append(t)
+        return offered
+
+    # --- cancellation --------------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        if self._cancel.is_set():
+            return True
+        state = self.store.status_of(self.task.id)
+        # The store is the truth: a task cancelled by another process stops here too.
+        return state is None or state[0] != Status.IN_PROGRESS
+
+    def check_cancelled(self) -> None:
+        if self.cancelled:
+            self._cancel.set()
+            raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
+
+    def sleep(self, seconds: float) -> None:
+        """Wait, waking at once if the task is cancelled."""
+        if seconds > 0 and self._cancel.wait(seconds):
+            raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
+
+    # --- the activity log ----------------------------------------------------------------
+
+    def think(self, text: str) -> None:
+        text = (text or "").strip()
+        if not text:
+            return
+        self.last_text = text
+        if len(text) > THOUGHT_LIMIT:
+            text = text[:THOUGHT_LIMIT] + " …"
+        self.store.append_events([("thought", self.task.id, self.agent_id, {"text": text})])
+
+    def record_usage(self, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
+        self.store.add_usage(self.task.id, calls, prompt_tokens, completion_tokens)
+
+    # --- tools ---------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
+        """Run a tool by dotted name or model name, through the one checked path."""
+        self.check_cancelled()
+        tool = self.company.registry.find(name)
+        offered = {t.name for t in self.tools()}
+        if tool is None or (tool.lifecycle and tool.name not in offered):
+            names = ", ".join(sorted(t.model_name for t in self.tools()))
+            return self._refuse(name, f"there is no tool {name!r} (available: {names})")
+        try:
+            args = tool.validate(arguments)
+        except ToolError as exc:
+            return self._refuse(tool.name, str(exc))
+        denial = check_call(self.org, self.task, tool, args) or self.company.check(
+            self.task, tool, args
+        )
+        if denial is not None:
+            self._log_denial(tool, args, denial)
+            return ToolResult(False, f"error: {denial}", denial)
+        try:
+            kwargs = dict(args)
+            if tool.context_param:
+                kwargs[tool.context_param] = self
+            value = tool.fn(**kwargs)
+            if tool.is_async:
+                value = asyncio.run(value)
+            content = value if isinstance(value, str) else _to_text(value)
+            ok = True
+        except SessionCancelled:
+            raise
+        except (ToolError, WorkspaceError, StoreError) as exc:
+            content, ok = f"error: {exc}", False
+        except FirmError as exc:
+            content, ok = f"error: {exc}", False
+        except Exception as exc:  # a user tool's bug must not take the session down
+            content, ok = f"error: {tool.name} raised {type(exc).__name__}: {exc}", False
+        self._log_call(tool, args, content, ok)
+        return ToolResult(ok, content)
+
+    def _refuse(self, name: str, message: str) -> ToolResult:
+        self.store.append_events(
+            [("tool_error", self.task.id, self.agent_id, {"tool": name, "error": message})]
+        )
+        return ToolResult(False, f"error: {message}")
+
+    def _log_call(self, tool: ToolDef, args: dict[str, Any], content: str, ok: bool) -> None:
+        data = {
+            "tool": tool.name,
+            "allowed": True,
+            "ok": ok,
+            "args_digest": digest(args),
+            "result_digest": digest(content),
+            "summary": _summary(tool, args),
+        }
+        if tool.limits:
+            data["limited_args"] = {a: args.get(a) for a in tool.limits}
+        if not ok:
+            data["error"] = content[:500]
+        self.store.append_events([("tool_call", self.task.id, self.agent_id, data)])
+
+    def _log_denial(self, tool: ToolDef, args: dict[str, Any], denial: Denial) -> None:
+        data = {
+            "tool": tool.name,
+            "allowed": False,
+            "code": denial.code,
+            "reason": denial.reason,
+            "args_digest": digest(args),
+            "summary": _summary(tool, args),
+        }
+        if tool.limits:
+            data["limited_args"] = {a: args.get(a) for a in tool.limits}
+        self.store.append_events([("tool_denied", self.task.id, self.agent_id, data)])
+        self.company.on_denial(self.task, denial)
+
+    # --- ToolContext: what the built-in tools do -----------------------------------------
+
+    def delegate(
+        self,
+        assignee: str,
+        title: str,
+        description: str,
+        *,
+        priority: str | None = None,
+        language: str | None = None,
+        tools: list[str] | None = None,
+        limits: dict[str, float] | None = None,
+        ttl: float | None = None,
+    ) -> str:
+        if self.outcome is not None:
+            raise ToolError(f"this task has already ended ({self.outcome.kind})")
+        me = self.agent_id
+        reports = [a.id for a in self.reports]
+        if not reports:
+            raise ToolError("you have no reports to delegate to; do the work yourself")
+        if assignee == me:
+            raise ToolError(
+                f"you cannot delegate to yourself; your reports are: {', '.join(reports)}"
+            )
+        if not self.org.has_agent(assignee):
+            raise ToolError(
+                f"there is no agent {assignee!r}; your reports are: {', '.join(reports)}"
+            )
+        if assignee not in reports:
+            raise ToolError(
+                f"{assignee} does not report to you; you can delegate only to your "
+                f"direct reports: {', '.join(reports)}"
+            )
+        if not title.strip():
+            raise ToolError("the title is empty; say in a few words what the subtask is")
+        try:
+            prio = Priority.parse(priority) if priority else self.task.priority
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        grant = self.company.derive_grant(self.task, assignee, tools=tools, limits=limits, ttl=ttl)
+        new = NewTask(
+            title=title.strip()[:500],
+            description=description.strip(),
+            assignee=assignee,
+            created_by=me,
+            priority=prio,
+            language=(language or self.task.language).strip() or self.task.language,
+            grant=grant,
+        )
+        result = self.store.delegate(self.task.id, self.task.turn, new)
+        if result.task.id not in self.delegated:
+            self.delegated.append(result.task.id)
+        if self._on_delegate is not None:
+            self._on_delegate(result.task)
+        return result.task.id
+
+    def complete(self, result: str, files: list[str] | None) -> str:
+        if self.outcome is not None:
+            raise ToolError(f"this task has already ended ({self.outcome.kind})")
+        chosen = list(dict.fromkeys(files if files is not None else self.files_written))
+        missing = [f for f in chosen if not self.workspace.exists(f)]
+        if missing:
+            raise ToolError(
+                f"these files are not in the workspace: {', '.join(missing)}; "
+                "write them with files.write first, or leave them out"
+            )
+        normalised = [self.workspace.relative(f) for f in chosen]
+        self.outcome = Outcome.done(result, normalised)
+        return "task completed"
+
+    def fail(self, reason: str) -> str:
+        if self.outcome is not None:
+            raise ToolError(f"this task has already ended ({self.outcome.kind})")
+        self.outcome = Outcome.failed(reason.strip() or "no reason given")
+        return "task marked as failed"
+
+    def wrote_file(self, path: str) -> None:
+        if path not in self.files_written:
+            self.files_written.append(path)
+
+    # --- how the session ended -----------------------------------------------------------
+
+    def final_outcome(self, final_text: str | None) -> Outcome:
+        if self.outcome is not None:
+            return self.outcome
+        if self.delegated:
+            return Outcome.yielded()
+        text = (final_text or self.last_text or "").strip()
+        if text:
+            return Outcome.done(text, self.files_written)
+        return Outcome.failed(f"{self.agent_id} ended its session without a result")
+
+
+def _to_text(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _summary(tool: ToolDef, args: dict[str, Any]) -> str:
+    """A short, human line for the activity feed (the digest is what the audit relies on)."""
+    if tool.name.startswith("files."):
+        return str(args.get("path", "."))[:200]
+    if tool.name == "delegate_task":
+        return f"{args.get('assignee')}: {str(args.get('title'))[:150]}"
+    if tool.name in ("complete_task", "fail_task"):
+        return str(args.get("result") or args.get("reason") or "")[:200]
+    return ", ".join(f"{k}={str(v)[:40]}" for k, v in list(args.items())[:4])

@@ -1,0 +1,128 @@
+"""The store protocol: everything the engine, CLI and server ask of persistence.
+
+The engine talks to this protocol only; SQL lives behind it (store/sql.py), so a backend
+is a matter of a connection URL, not of engine code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from firm.tasks import Outcome, Priority, Status, Task
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    ts: float
+    kind: str
+    task_id: str | None
+    agent: str | None
+    data: dict[str, Any]
+    prev_hash: str = ""
+    hash: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "ts": self.ts,
+            "kind": self.kind,
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run needs to be resumed from the database alone."""
+
+    org_yaml: str
+    org_source: str
+    brain: str
+    brain_options: dict[str, Any]
+    workspace: str
+    id: str = ""
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class NewTask:
+    title: str
+    description: str
+    assignee: str
+    created_by: str
+    priority: Priority = Priority.NORMAL
+    language: str = "en"
+    grant: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DelegateResult:
+    task: Task
+    created: bool  # False when an identical delegation of the same turn already existed
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    applied: (
+        bool  # False when the task was no longer this worker's to settle (cancelled, lease lost)
+    )
+    task: Task | None
+    woke: list[str] = field(default_factory=list)  # tasks that became todo as a consequence
+
+
+EventListener = Callable[[list[Event]], None]
+
+
+class Store(Protocol):
+    url: str
+
+    # lifecycle
+    def close(self) -> None: ...
+    def subscribe(self, listener: EventListener) -> Callable[[], None]: ...
+
+    # runs and tasks
+    def create_run(self, run: RunSpec, root: NewTask, task_id: str | None = None) -> Task: ...
+    def run(self, run_id: str) -> RunSpec: ...
+    def open_run_ids(self) -> list[str]: ...
+    def delegate(self, parent_id: str, turn: int, new: NewTask) -> DelegateResult: ...
+    def claim(
+        self, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None
+    ) -> list[Task]: ...
+    def settle(self, task_id: str, worker_id: str, outcome: Outcome) -> SettleResult: ...
+    def cancel(self, task_id: str, reason: str, by: str = "user") -> list[Task]: ...
+    def recover(self, worker_alive: Callable[[str], bool | None]) -> dict[str, list[str]]: ...
+    def renew_leases(self, worker_id: str, lease_seconds: float) -> int: ...
+    def release(self, worker_id: str, task_ids: Iterable[str], reason: str) -> list[str]: ...
+    def add_usage(
+        self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
+    ) -> None: ...
+
+    # events
+    def append_events(
+        self, items: list[tuple[str, str | None, str | None, dict[str, Any]]]
+    ) -> list[Event]: ...
+    def events_after(
+        self, seq: int, limit: int = 1000, task_ids: Iterable[str] | None = None
+    ) -> list[Event]: ...
+    def last_seq(self) -> int: ...
+
+    # reads
+    def get_task(self, task_id: str) -> Task: ...
+    def status_of(self, task_id: str) -> tuple[Status, bool] | None: ...
+    def children(self, task_id: str) -> list[Task]: ...
+    def subtree(self, task_id: str) -> list[Task]: ...
+    def ancestors(self, task_id: str) -> list[Task]: ...
+    def list_tasks(
+        self,
+        *,
+        status: str | None = None,
+        assignee: str | None = None,
+        root_id: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> list[Task]: ...
+    def counts(self, root_id: str | None = None) -> dict[str, int]: ...

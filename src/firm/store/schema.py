@@ -1,0 +1,106 @@
+"""The tables, in SQLAlchemy Core, shared by every backend.
+
+SCHEMA_VERSION is bumped with every change to what is persisted; a store written by a newer
+firm refuses to open with an older one instead of misreading it.
+
+Versions:
+  1. runs, tasks (with grant, lease and usage columns), events (hash-chained), chain_head, meta.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+# One row per goal submitted: what the run needs to resume with nothing but the database.
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(32), primary_key=True),  # the root task's id
+    Column("org_yaml", Text, nullable=False),
+    Column("org_source", Text, nullable=False),  # the file it was loaded from, for messages
+    Column("brain", String(64), nullable=False),
+    Column("brain_options", Text, nullable=False),  # JSON
+    Column("workspace", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("root_id", String(32), nullable=False, index=True),
+    Column("parent_id", String(32), index=True),
+    Column("title", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("assignee", String(64), nullable=False, index=True),
+    Column("created_by", String(64), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("language", String(16), nullable=False),
+    Column("result", Text),
+    Column("files", Text, nullable=False, default="[]"),  # JSON list of workspace paths
+    Column("error", Text),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+    # How many sessions of this task ended their turn after delegating. Delegation is idempotent
+    # per (parent, turn, assignee, normalised title): a re-run of an interrupted session replays
+    # the same turn and gets the existing subtasks back; a manager woken for a new turn may hand
+    # out the same title again on purpose (a retry).
+    Column("turn", Integer, nullable=False, default=0),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("dedupe_key", String(64), unique=True),
+    Column("grant", Text),  # JSON; the authority the task runs under
+    Column("revoked", Boolean, nullable=False, default=False),
+    Column("worker_id", String(128)),
+    Column("lease_expires_at", Float),
+    Column("calls", Integer, nullable=False, default=0),
+    Column("prompt_tokens", Integer, nullable=False, default=0),
+    Column("completion_tokens", Integer, nullable=False, default=0),
+    Index("ix_tasks_claim", "status", "priority", "created_at"),
+)
+
+# The activity log and the audit trail are one append-only table. seq is assigned under the
+# chain head's lock, so sequence numbers have no gaps and follow commit order on every backend.
+events = Table(
+    "events",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("ts", Float, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("task_id", String(32), index=True),
+    Column("agent", String(64)),
+    Column("data", Text, nullable=False),  # canonical JSON, exactly as hashed
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+chain_head = Table(
+    "chain_head",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("seq", Integer, nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)

@@ -1,0 +1,160 @@
+"""Tasks as pure data: states, the transitions between them, priorities and ids. No I/O."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from typing import Any
+
+from firm.errors import InvalidTransition
+
+
+class Status(StrEnum):
+    TODO = "todo"
+    IN_PROGRESS = "in_progress"
+    WAITING = "waiting"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+OPEN = frozenset(Status) - TERMINAL
+
+# The whole state machine. in_progress -> todo covers two cases: a manager whose reports all
+# finished before its session ended (invariant 2), and a session whose worker died (invariant 5).
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.TODO: frozenset({Status.IN_PROGRESS, Status.CANCELLED}),
+    Status.IN_PROGRESS: frozenset(
+        {Status.DONE, Status.FAILED, Status.WAITING, Status.TODO, Status.CANCELLED}
+    ),
+    Status.WAITING: frozenset({Status.TODO, Status.CANCELLED}),
+    Status.DONE: frozenset(),
+    Status.FAILED: frozenset(),
+    Status.CANCELLED: frozenset(),
+}
+
+
+def check_transition(old: Status, new: Status) -> None:
+    if new not in TRANSITIONS[old]:
+        raise InvalidTransition(f"a task cannot go from {old} to {new}")
+
+
+class Priority(IntEnum):
+    LOW = 0
+    NORMAL = 1
+    HIGH = 2
+    URGENT = 3
+
+    @classmethod
+    def parse(cls, value: str | int | Priority) -> Priority:
+        if isinstance(value, Priority):
+            return value
+        if isinstance(value, int):
+            return cls(value)
+        try:
+            return cls[value.strip().upper()]
+        except KeyError:
+            names = ", ".join(p.name.lower() for p in cls)
+            raise ValueError(f"unknown priority {value!r} (one of: {names})") from None
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+def new_task_id() -> str:
+    return "T-" + secrets.token_hex(4)
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalise_title(title: str) -> str:
+    """The key under which a delegation is made idempotent: case and spacing do not matter."""
+    return _SPACES.sub(" ", title).strip().casefold()
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    root_id: str
+    parent_id: str | None
+    title: str
+    description: str
+    status: Status
+    assignee: str
+    created_by: str
+    priority: Priority = Priority.NORMAL
+    language: str = "en"
+    result: str | None = None
+    files: tuple[str, ...] = ()
+    error: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    turn: int = 0
+    attempts: int = 0
+    grant: dict[str, Any] | None = None
+    revoked: bool = False
+    worker_id: str | None = None
+    lease_expires_at: float | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "root_id": self.root_id,
+            "parent_id": self.parent_id,
+            "title": self.title,
+            "description": self.description,
+            "status": str(self.status),
+            "assignee": self.assignee,
+            "created_by": self.created_by,
+            "priority": str(self.priority),
+            "language": self.language,
+            "result": self.result,
+            "files": list(self.files),
+            "error": self.error,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "turn": self.turn,
+            "attempts": self.attempts,
+            "grant": self.grant,
+            "revoked": self.revoked,
+            "usage": dict(self.usage),
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a session ended, as the engine settles it."""
+
+    kind: str  # "done" | "failed" | "yielded" (ended its turn after delegating)
+    result: str | None = None
+    files: tuple[str, ...] = ()
+    error: str | None = None
+
+    @classmethod
+    def done(cls, result: str, files: tuple[str, ...] | list[str] = ()) -> Outcome:
+        return cls("done", result=result, files=tuple(files))
+
+    @classmethod
+    def failed(cls, reason: str) -> Outcome:
+        return cls("failed", error=reason)
+
+    @classmethod
+    def yielded(cls) -> Outcome:
+        return cls("yielded")
