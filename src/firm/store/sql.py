@@ -159,10 +159,13 @@ def sqlite_url(path: str | Path) -> str:
 class SqlStore:
     """The Store protocol over SQLAlchemy Core."""
 
+    poll_interval = 0.2  # seconds between looks for other processes' commits
+
     def __init__(self, url: str, *, pool_size: int = 16):
         self.url = url
         self._listeners: list[EventListener] = []
         self._lock = threading.Lock()
+        self._changed = threading.Condition()
         try:
             if url.startswith("sqlite"):
                 self.dialect = "sqlite"
@@ -256,6 +259,8 @@ class SqlStore:
         if tx.appended:
             for listener in list(self._listeners):
                 listener(tx.appended)
+            with self._changed:
+                self._changed.notify_all()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -690,6 +695,22 @@ class SqlStore:
             q = q.where(E.c.task_id.in_(list(task_ids)))
         with self._read() as conn:
             return [_event(r) for r in conn.execute(q)]
+
+    def wait_for_change(self, after_seq: int, timeout: float) -> bool:
+        """Block until the log has an event after after_seq, or timeout; True if it has.
+
+        Commits in this process wake the waiter at once; commits by other processes are
+        seen by looking at the chain head every poll interval.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.last_seq() > after_seq:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._changed:
+                self._changed.wait(min(remaining, self.poll_interval))
 
     def last_seq(self) -> int:
         with self._read() as conn:
