@@ -114,9 +114,15 @@ class Session(ToolContext):
     def cancelled(self) -> bool:
         if self._cancel.is_set():
             return True
-        state = self.store.status_of(self.task.id)
-        # The store is the truth: a task cancelled by another process stops here too.
-        return state is None or state[0] != Status.IN_PROGRESS
+        # The store is the truth: a task cancelled by another process stops here too, and so
+        # does a session whose task was handed to another worker after its lease ran out.
+        state = self.store.session_state(self.task.id)
+        if state is None or state[0] != Status.IN_PROGRESS:
+            return True
+        if state[2] != self.worker_id:
+            self.cancel_reason = f"task {self.task.id} was handed to another worker"
+            return True
+        return False
 
     def check_cancelled(self) -> None:
         if self.cancelled:

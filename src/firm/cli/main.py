@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from firm.cli import inspect, work
@@ -25,29 +24,22 @@ inspect.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user mistakes become one clear message and an exit code, never a traceback."""
-    command = typer.main.get_command(app)
+    """Entry point: user mistakes become one clear message and an exit code, never a traceback.
+
+    Typer handles its own usage errors (exit 2); firm's errors are caught here.
+    """
     try:
-        code = command.main(args=argv, prog_name="firm", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
-    except click.exceptions.Abort:
-        err_console.print("Interrupted.")
-        code = EXIT_INTERRUPTED
+        app(args=argv, prog_name="firm")
     except KeyboardInterrupt:
         err_console.print("Interrupted.")
-        code = EXIT_INTERRUPTED
+        sys.exit(EXIT_INTERRUPTED)
     except OrgChartError as exc:
         for problem in exc.problems:
             err_console.print(f"error: {problem}", markup=False, highlight=False)
-        code = EXIT_USAGE
+        sys.exit(EXIT_USAGE)
     except FirmError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False)
-        code = EXIT_USAGE
-    sys.exit(code if isinstance(code, int) else 0)
+        sys.exit(EXIT_USAGE)
 
 
 if __name__ == "__main__":

@@ -136,12 +136,16 @@ class Engine:
         )
         if self._brain_override is None:
             Company.from_run(run)  # fail now, not in a worker, if the brain or tools are wrong
+        try:
+            prio = Priority.parse(priority)
+        except ValueError as exc:
+            raise FirmError(str(exc)) from None
         root = NewTask(
             title=title,
             description=goal,
             assignee=agent.id,
             created_by=submitter,
-            priority=Priority.parse(priority),
+            priority=prio,
             language=language or detect_language(goal),
             grant=grant,
         )

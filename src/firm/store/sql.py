@@ -730,6 +730,14 @@ class SqlStore:
             row = conn.execute(select(T.c.status, T.c.revoked).where(T.c.id == task_id)).first()
         return (Status(row[0]), bool(row[1])) if row else None
 
+    def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
+        """Status, revoked flag and holding worker: what a running session checks each step."""
+        with self._read() as conn:
+            row = conn.execute(
+                select(T.c.status, T.c.revoked, T.c.worker_id).where(T.c.id == task_id)
+            ).first()
+        return (Status(row[0]), bool(row[1]), row[2]) if row else None
+
     def children(self, task_id: str) -> list[Task]:
         with self._read() as conn:
             rows = conn.execute(

@@ -1,0 +1,123 @@
+"""A `firm run` killed with SIGKILL at random points, again and again, then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from firm.store import open_store
+from firm.tasks import Status
+from tests.conftest import firm_cli
+
+ORG = """\
+company: Crashy
+max_concurrent: 3
+agents:
+  - {id: ceo, name: Ava, title: Chief Executive Officer}
+""" + "".join(
+    f"  - {{id: m{i}, name: M{i}, title: Engineering Manager, reports_to: ceo}}\n"
+    + "".join(
+        f"  - {{id: e{i}{j}, name: E{i}{j}, title: Backend Engineer, reports_to: m{i}}}\n"
+        for j in range(3)
+    )
+    for i in range(3)
+)
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "FIRM_DB"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "firm", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_killed_runs_resume_to_the_same_tree_with_nothing_lost_or_done_twice(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "company.yaml").write_text(ORG)
+    rng = random.Random(1234)
+    common = ["--db", "state/firm.db", "--workspace", "ws", "--sim-latency", "0.25"]
+    kills = 0
+    proc = start(["run", "company.yaml", "Ship the product", *common], tmp_path)
+    while True:
+        time.sleep(rng.uniform(0.5, 1.5))
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        if kills >= 5:
+            break
+        proc = start(["resume", "--db", "state/firm.db"], tmp_path)
+    assert kills >= 3, "the run finished before it could be interrupted; slow it down"
+
+    final = firm_cli("resume", "--db", "state/firm.db", "--json", cwd=tmp_path, timeout=120)
+    assert final.returncode == 0, final.stderr
+    summaries = json.loads(final.stdout)  # [] when the last resume had already finished
+    assert all(s["status"] == "done" for s in summaries)
+
+    store = open_store(tmp_path / "state" / "firm.db")
+    try:
+        (root_id,) = {t.root_id for t in store.list_tasks()}
+        tasks = store.subtree(root_id)
+        # The tree a run that never crashed would have: 1 + 3 + 9 tasks, one per agent.
+        assert len(tasks) == 13
+        assert Counter(t.assignee for t in tasks) == Counter(
+            ["ceo"] + [f"m{i}" for i in range(3)] + [f"e{i}{j}" for i in range(3) for j in range(3)]
+        )
+        assert {t.status for t in tasks} == {Status.DONE}
+        events = store.events_after(0, 100_000)
+        completed = Counter(e.task_id for e in events if e.kind == "completed")
+        assert set(completed) == {t.id for t in tasks}
+        assert max(completed.values()) == 1  # none completed twice
+        assert store.list_tasks(status="waiting") == []
+        requeued = [e for e in events if e.kind == "requeued"]
+        assert requeued, "some session must have been cut off and re-run"
+        for leaf in (t for t in tasks if t.assignee.startswith("e")):
+            assert (tmp_path / "ws" / leaf.files[0]).is_file()
+    finally:
+        store.close()
+
+
+def test_ctrl_c_exits_130_and_leaves_everything_resumable(tmp_path: Path) -> None:
+    (tmp_path / "company.yaml").write_text(ORG)
+    proc = start(
+        [
+            "run",
+            "company.yaml",
+            "Ship it",
+            "--db",
+            "s.db",
+            "--workspace",
+            "ws",
+            "--sim-latency",
+            "0.2",
+        ],
+        tmp_path,
+    )
+    store = open_store(tmp_path / "s.db")
+    deadline = time.monotonic() + 30
+    while not store.list_tasks(status="in_progress"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "firm resume" in err
+    assert store.list_tasks(status="in_progress") == []  # sessions were handed back
+    store.close()
+    resumed = firm_cli("resume", "--db", "s.db", cwd=tmp_path, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "✔ " in resumed.stdout or "done" in resumed.stdout

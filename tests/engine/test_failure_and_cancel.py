@@ -1,0 +1,147 @@
+"""Failure travels up (invariant 3); cancellation travels down in one pass (invariant 4)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sqlalchemy import event
+
+from firm.brains.simulation import SimulationBrain
+from firm.engine import Engine
+from firm.org import OrgChart
+from firm.session import Session
+from firm.store import NewTask, RunSpec, SqlStore
+from firm.tasks import Priority, Status
+from tests.engine.conftest import ScriptedBrain
+
+
+def recording_sim(**options: object) -> tuple[ScriptedBrain, dict[str, list[str]]]:
+    """The simulation brain, with every brief it was given kept per agent."""
+    sim = SimulationBrain.from_options(dict(options))
+    briefs: dict[str, list[str]] = {}
+
+    def run(session: Session) -> str | None:
+        briefs.setdefault(session.agent_id, []).append(session.brief)
+        return sim.run(session)
+
+    return ScriptedBrain({}, default=run), briefs
+
+
+def test_a_failed_report_reaches_its_manager_who_decides(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    brain, briefs = recording_sim(fail_agents=["omar"])
+    with Engine(store, heartbeat=0.2, brain=brain) as engine:
+        root = engine.submit(three_levels, "Launch the app", workspace=tmp_path / "ws")
+        done = engine.run_until(root.id, timeout=60)
+    tasks = {t.assignee: t for t in store.subtree(root.id)}
+    assert tasks["omar"].status == Status.FAILED
+    assert "simulated failure" in (tasks["omar"].error or "")
+    merge_brief = briefs["cmo"][-1]
+    assert f"[{tasks['omar'].id}] Growth plan: Launch the app (assigned to omar) → failed" in (
+        merge_brief
+    )
+    assert "reason: simulated failure: omar is set to fail" in merge_brief
+    # The CMO decided to deliver what it has and say what is missing.
+    assert tasks["cmo"].status == Status.DONE
+    assert "Not delivered (1)" in (tasks["cmo"].result or "")
+    assert done.status == Status.DONE
+
+
+def test_when_every_report_fails_the_manager_fails_and_the_failure_climbs(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    brain, briefs = recording_sim(fail_agents=["maya", "omar"])
+    with Engine(store, heartbeat=0.2, brain=brain) as engine:
+        root = engine.submit(three_levels, "Launch the app", workspace=tmp_path / "ws")
+        done = engine.run_until(root.id, timeout=60)
+    tasks = {t.assignee: t for t in store.subtree(root.id)}
+    assert tasks["cmo"].status == Status.FAILED
+    assert "every subtask failed" in (tasks["cmo"].error or "")
+    assert (
+        f"[{tasks['cmo'].id}] Marketing plan: Launch the app (assigned to cmo) → failed"
+        in (briefs["ceo"][-1])
+    )
+    assert done.status == Status.DONE  # the CEO still delivers the technical half
+
+
+def test_cancelling_a_subtree_stops_running_sessions_and_wakes_the_parent(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    sim = SimulationBrain(latency=0.0)
+    stopped: list[str] = []
+
+    def slow_leaf(session: Session) -> str | None:
+        try:
+            for _ in range(200):  # a long job, step by step, checking for cancellation
+                session.sleep(0.02)
+                session.check_cancelled()
+        except BaseException:
+            stopped.append(session.agent_id)
+            raise
+        return sim.run(session)
+
+    brain = ScriptedBrain({"gabriel": slow_leaf, "hana": slow_leaf}, default=sim.run)
+    with Engine(store, max_concurrent=8, heartbeat=0.2, brain=brain) as engine:
+        root = engine.submit(three_levels, "Launch the app", workspace=ws)
+        deadline = time.monotonic() + 20
+        while True:
+            running = {t.assignee for t in store.list_tasks(status="in_progress")}
+            if {"gabriel", "hana"} <= running:
+                break
+            assert time.monotonic() < deadline, "leaves never started"
+            time.sleep(0.02)
+        cto = next(t for t in store.subtree(root.id) if t.assignee == "cto")
+        cancelled = engine.cancel(cto.id, "the board dropped the technical track")
+        assert {t.assignee for t in cancelled} == {"cto", "gabriel", "hana"}
+        done = engine.run_until(root.id, timeout=30)
+
+    assert sorted(stopped) == ["gabriel", "hana"]
+    tasks = {t.assignee: t for t in store.subtree(root.id)}
+    for a in ("cto", "gabriel", "hana"):
+        assert tasks[a].status == Status.CANCELLED
+        assert tasks[a].error == "the board dropped the technical track"
+    assert not (ws / "gabriel").exists()  # the cancelled leaves never delivered
+    assert done.status == Status.DONE
+    cancel_events = [e for e in store.events_after(0, 10_000) if e.kind == "cancelled"]
+    assert len({e.ts for e in cancel_events}) == 1  # one transaction, one pass
+
+
+def test_cancel_is_one_statement_set_whatever_the_subtree_size(tmp_path: Path) -> None:
+    def statements_to_cancel(fanout: int) -> int:
+        from firm.store import open_store
+
+        store = open_store(tmp_path / f"c{fanout}.db")
+        run = RunSpec("", "<t>", "simulation", {}, str(tmp_path))
+        root = store.create_run(run, NewTask("Goal", "", "ceo", "user"))
+        store.claim("w", 1, 60)
+        for i in range(fanout):
+            kid = store.delegate(root.id, 0, NewTask(f"t{i}", "", "m", "ceo", Priority.URGENT)).task
+            assert [t.id for t in store.claim("w", 1, 60)] == [kid.id]
+            for j in range(3):
+                store.delegate(kid.id, 0, NewTask(f"t{i}.{j}", "", "leaf", "m"))
+        count = 0
+
+        def counter(*_args: object) -> None:
+            nonlocal count
+            count += 1
+
+        event.listen(store.engine, "before_cursor_execute", counter)
+        cancelled = store.cancel(root.id, "stop")
+        assert len(cancelled) == 1 + fanout * 4
+        store.close()
+        return count
+
+    assert statements_to_cancel(2) == statements_to_cancel(40)
+
+
+def test_cancelling_a_finished_task_changes_nothing(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    with Engine(store, heartbeat=0.2) as engine:
+        root = engine.submit(three_levels, "Launch", workspace=tmp_path / "ws")
+        engine.run_until(root.id, timeout=60)
+        assert engine.cancel(root.id) == []
+    assert {t.status for t in store.subtree(root.id)} == {Status.DONE}

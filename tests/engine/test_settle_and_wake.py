@@ -1,0 +1,198 @@
+"""Invariants 1 and 2: settling a task and waking its parent are atomic with each other."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from firm.store import NewTask, RunSpec, SqlStore
+from firm.tasks import Outcome, Status, Task
+
+RUN = RunSpec(
+    org_yaml="", org_source="<test>", brain="simulation", brain_options={}, workspace="/tmp/unused"
+)
+
+
+def manager_with_reports(store: SqlStore, n: int) -> tuple[Task, list[Task]]:
+    """A claimed manager task (worker 'boss') that has delegated n claimed subtasks."""
+    root = store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    assert [t.id for t in store.claim("boss", 1, 60)] == [root.id]
+    kids = [
+        store.delegate(root.id, 0, NewTask(f"part {i}", "", f"r{i}", "ceo")).task for i in range(n)
+    ]
+    claimed = store.claim("staff", n, 60)
+    assert {t.id for t in claimed} == {k.id for k in kids}
+    return root, kids
+
+
+def test_reports_finish_before_the_manager_ends_its_turn(store: SqlStore) -> None:
+    root, kids = manager_with_reports(store, 2)
+    for k in kids:
+        res = store.settle(k.id, "staff", Outcome.done("ok"))
+        assert res.applied and res.woke == []  # the manager is still in its session
+    res = store.settle(root.id, "boss", Outcome.yielded())
+    # Invariant 2: nothing left to wait for, so straight back to todo to merge.
+    assert res.task is not None and res.task.status == Status.TODO
+    assert res.woke == [root.id]
+    kinds = [e.kind for e in store.events_after(0) if e.task_id == root.id]
+    assert kinds[-2:] == ["waiting", "woken"]
+
+
+class Pause:
+    """Stops one store call inside its transaction until released, to force an interleaving."""
+
+    def __init__(self) -> None:
+        self.inside = threading.Event()
+        self.release = threading.Event()
+
+    def hold(self) -> None:
+        self.inside.set()
+        assert self.release.wait(10)
+
+
+@pytest.fixture
+def pause() -> Iterator[Pause]:
+    p = Pause()
+    yield p
+    p.release.set()
+
+
+def test_report_finishes_while_the_manager_settles(
+    store: SqlStore, pause: Pause, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, kids = manager_with_reports(store, 1)
+    original = store._open_children
+
+    def paused_count(conn, parent_id):  # type: ignore[no-untyped-def]
+        n = original(conn, parent_id)
+        if parent_id == root.id:
+            pause.hold()  # the manager has counted one open report and not yet committed
+        return n
+
+    monkeypatch.setattr(store, "_open_children", paused_count)
+    manager = threading.Thread(target=store.settle, args=(root.id, "boss", Outcome.yielded()))
+    manager.start()
+    assert pause.inside.wait(10)
+    report_done = threading.Event()
+
+    def finish_report() -> None:
+        store.settle(kids[0].id, "staff", Outcome.done("ok"))
+        report_done.set()
+
+    report = threading.Thread(target=finish_report)
+    report.start()
+    assert not report_done.wait(0.3)  # the report's settle waits for the manager's transaction
+    pause.release.set()
+    manager.join(10)
+    report.join(10)
+    assert store.get_task(root.id).status == Status.TODO  # woken, not left waiting
+    order = [(e.kind, e.task_id) for e in store.events_after(0)]
+    assert order.index(("waiting", root.id)) < order.index(("completed", kids[0].id))
+    assert order[-1] == ("woken", root.id)
+
+
+def test_manager_settles_while_its_last_report_settles(
+    store: SqlStore, pause: Pause, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, kids = manager_with_reports(store, 1)
+    original = store._wake_if_done
+
+    def paused_wake(tx, parent_id):  # type: ignore[no-untyped-def]
+        if parent_id == root.id:
+            pause.hold()  # the report is done but has not yet looked at its manager
+        return original(tx, parent_id)
+
+    monkeypatch.setattr(store, "_wake_if_done", paused_wake)
+    report = threading.Thread(target=store.settle, args=(kids[0].id, "staff", Outcome.done("ok")))
+    report.start()
+    assert pause.inside.wait(10)
+    manager = threading.Thread(target=store.settle, args=(root.id, "boss", Outcome.yielded()))
+    manager.start()
+    manager.join(0.3)
+    assert manager.is_alive()  # blocked behind the report's transaction
+    pause.release.set()
+    report.join(10)
+    manager.join(10)
+    assert store.get_task(root.id).status == Status.TODO
+
+
+def test_many_reports_and_managers_racing_never_leave_a_parent_waiting(store: SqlStore) -> None:
+    rng = random.Random(7)
+    for _round in range(25):
+        root, kids = manager_with_reports(store, 6)
+        barrier = threading.Barrier(len(kids) + 1)
+
+        def settle(
+            task_id: str,
+            worker: str,
+            outcome: Outcome,
+            delay: float,
+            barrier: threading.Barrier = barrier,
+        ) -> None:
+            barrier.wait()
+            threading.Event().wait(delay)
+            store.settle(task_id, worker, outcome)
+
+        threads = [
+            threading.Thread(
+                target=settle,
+                args=(
+                    k.id,
+                    "staff",
+                    rng.choice([Outcome.done("ok"), Outcome.failed("no")]),
+                    rng.random() / 200,
+                ),
+            )
+            for k in kids
+        ]
+        threads.append(
+            threading.Thread(
+                target=settle, args=(root.id, "boss", Outcome.yielded(), rng.random() / 200)
+            )
+        )
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert store.get_task(root.id).status == Status.TODO, f"round {_round}"
+        assert [t.id for t in store.claim("boss", 1, 60)] == [root.id]
+        store.settle(root.id, "boss", Outcome.done("merged"))
+    waiting = store.list_tasks(status="waiting")
+    assert waiting == []
+
+
+def test_a_failed_report_still_wakes_its_manager(store: SqlStore) -> None:
+    root, kids = manager_with_reports(store, 2)
+    store.settle(root.id, "boss", Outcome.yielded())
+    assert store.get_task(root.id).status == Status.WAITING
+    store.settle(kids[0].id, "staff", Outcome.done("ok"))
+    assert store.get_task(root.id).status == Status.WAITING
+    res = store.settle(kids[1].id, "staff", Outcome.failed("the API was down"))
+    assert res.woke == [root.id]
+    assert store.get_task(root.id).status == Status.TODO
+
+
+def test_settle_is_refused_for_a_task_the_worker_no_longer_holds(store: SqlStore) -> None:
+    root, kids = manager_with_reports(store, 1)
+    store.cancel(kids[0].id, "changed plans")
+    res = store.settle(kids[0].id, "staff", Outcome.done("late"))
+    assert not res.applied
+    assert store.get_task(kids[0].id).status == Status.CANCELLED
+    res = store.settle(root.id, "somebody-else", Outcome.done("x"))
+    assert not res.applied and store.get_task(root.id).status == Status.IN_PROGRESS
+
+
+def test_delegation_is_idempotent_within_a_turn_only(store: SqlStore) -> None:
+    root = store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    store.claim("boss", 1, 60)
+    first = store.delegate(root.id, 0, NewTask("Build the API", "", "cto", "ceo"))
+    again = store.delegate(root.id, 0, NewTask("  build  the api ", "", "cto", "ceo"))
+    other = store.delegate(root.id, 0, NewTask("Build the API", "", "cmo", "ceo"))
+    assert first.created and not again.created and again.task.id == first.task.id
+    assert other.created and other.task.id != first.task.id
+    # A later turn may hand the same work out again on purpose (a retry after a failure).
+    retry = store.delegate(root.id, 1, NewTask("Build the API", "", "cto", "ceo"))
+    assert retry.created and retry.task.id != first.task.id
