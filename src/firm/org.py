@@ -167,10 +167,13 @@ class OrgChart(_Strict):
 # --- loading -------------------------------------------------------------------------------
 
 
-def _line_map(text: str) -> dict[Path_, int]:
+# libyaml when it is there: the same results, an order of magnitude faster on big charts.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _line_map(root: yaml.Node | None) -> dict[Path_, int]:
     """Map each path in the YAML document to the 1-based line where it appears."""
     lines: dict[Path_, int] = {}
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
 
     def walk(node: yaml.Node, path: Path_) -> None:
         lines.setdefault(path, node.start_mark.line + 1)
@@ -190,10 +193,9 @@ def _line_map(text: str) -> dict[Path_, int]:
     return lines
 
 
-def _dup_keys(text: str, file: str) -> list[Problem]:
+def _dup_keys(root: yaml.Node | None, file: str) -> list[Problem]:
     """PyYAML silently keeps the last of two equal keys; a chart with one is almost surely wrong."""
     problems: list[Problem] = []
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
 
     def walk(node: yaml.Node, path: str) -> None:
         if isinstance(node, yaml.MappingNode):
@@ -332,7 +334,7 @@ def _structure_problems(org: OrgChart, file: str, lines: dict[Path_, int]) -> li
 def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
     """Parse and validate an org chart from YAML text; every problem is reported at once."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -346,8 +348,9 @@ def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
         raise OrgChartError(
             [Problem(file, 1, "", "expected a mapping with 'company:' and 'agents:'")]
         )
-    lines = _line_map(text)
-    problems = _dup_keys(text, file)
+    node = yaml.compose(text, Loader=_Loader)
+    lines = _line_map(node)
+    problems = _dup_keys(node, file)
     try:
         org = OrgChart.model_validate(data)
     except ValidationError as err:

@@ -34,8 +34,11 @@ class Company:
     workspace: Workspace
 
     @classmethod
-    def from_run(cls, run: RunSpec, brain: Brain | None = None) -> Company:
-        org = parse_org(run.org_yaml, run.org_source)
+    def from_run(
+        cls, run: RunSpec, brain: Brain | None = None, org: OrgChart | None = None
+    ) -> Company:
+        """The company of a stored run; `org` saves re-parsing a chart the caller already has."""
+        org = org or parse_org(run.org_yaml, run.org_source)
         base = Path(run.org_source).parent if run.org_source and "<" not in run.org_source else None
         return cls(
             run=run,

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from firm.tasks import Outcome, Priority, Task
 log = logging.getLogger("firm.engine")
 
 _HOST = socket.gethostname()
+_NEW_WORK = frozenset({"created", "delegated", "woken", "requeued"})
+_ENDINGS = frozenset({"completed", "failed", "cancelled"})
 _LIVE_WORKERS: set[str] = set()  # engines running in this process
 
 
@@ -93,7 +96,8 @@ class Engine:
         self._companies: dict[str, Company] = {}
         self._companies_lock = threading.Lock()
         self._nudge = threading.Event()
-        self._progress = threading.Event()
+        self._progress = threading.Event()  # a watched root ended, or the engine went idle
+        self._watched: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe = store.subscribe(self._on_events)
@@ -134,8 +138,8 @@ class Engine:
             brain_options=dict(brain_options or {}),
             workspace=str(ws.resolve()),
         )
-        if self._brain_override is None:
-            Company.from_run(run)  # fail now, not in a worker, if the brain or tools are wrong
+        # Built now so a wrong brain or tool module fails here, not later in a worker.
+        company = Company.from_run(run, self._brain_override, org=org)
         try:
             prio = Priority.parse(priority)
         except ValueError as exc:
@@ -150,6 +154,8 @@ class Engine:
             grant=grant,
         )
         task = self.store.create_run(run, root)
+        with self._companies_lock:
+            self._companies[task.id] = replace(company, run=replace(run, id=task.id))
         self._nudge.set()
         return task
 
@@ -199,9 +205,11 @@ class Engine:
         self.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         quiet_since: float | None = None
+        self._watched.add(root_id)
         while True:
             task = self.store.get_task(root_id)
             if task.terminal:
+                self._watched.discard(root_id)
                 return task
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"task {root_id} is still {task.status} after {timeout}s")
@@ -211,7 +219,9 @@ class Engine:
                     return task
             else:
                 quiet_since = None
-            self._progress.wait(0.25)
+            # Woken when a watched root ends or the engine goes idle; the timeout re-checks
+            # for work finished by other processes.
+            self._progress.wait(0.5)
             self._progress.clear()
 
     def run_until_idle(self, timeout: float | None = None) -> None:
@@ -249,9 +259,10 @@ class Engine:
         return not counts.get("todo") and not counts.get("in_progress")
 
     def _on_events(self, events: list[Event]) -> None:
-        if any(e.kind in ("created", "delegated", "woken", "requeued") for e in events):
+        if any(e.kind in _NEW_WORK for e in events):
             self._nudge.set()
-        self._progress.set()
+        if any(e.kind in _ENDINGS and e.task_id in self._watched for e in events):
+            self._progress.set()
 
     def _signal(self, task_ids: list[str]) -> None:
         with self._running_lock:
@@ -311,8 +322,10 @@ class Engine:
             with self._running_lock:
                 self._running.pop(task.id, None)
                 self.sessions_run += 1
+                idle = not self._running
             self._nudge.set()
-            self._progress.set()
+            if idle:
+                self._progress.set()
 
     def _session(self, task: Task, cancel: threading.Event) -> Outcome | None:
         try:

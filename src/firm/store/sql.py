@@ -8,6 +8,7 @@ last, right before commit — so no lock cycle can form.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -189,6 +190,9 @@ class SqlStore:
                 f"cannot open {url}: {exc.name} is not installed (pip install 'firm[postgres]')"
             ) from None
         self._locking = self.dialect == "postgresql"
+        self._writer: threading.Lock | contextlib.nullcontext[None] = (
+            threading.Lock() if self.dialect == "sqlite" else contextlib.nullcontext()
+        )
         self._ensure_schema()
 
     # --- connection set-up ---------------------------------------------------------------
@@ -250,7 +254,10 @@ class SqlStore:
 
     @contextmanager
     def _write(self) -> Iterator[_Tx]:
-        with self.engine.connect() as conn:
+        # SQLite has one writer. Queue this process's writers on a Python lock, which hands
+        # over in microseconds, instead of SQLite's busy handler, which sleeps in steps of
+        # milliseconds; the busy timeout is then left for writers in other processes.
+        with self._writer, self.engine.connect() as conn:
             conn.execution_options(firm_write=True)
             with conn.begin():
                 tx = _Tx(conn, self._locking)
