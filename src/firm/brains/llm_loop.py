@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from firm.brains.llm_client import ModelCallError, ModelClient, Reply, Usage
 from firm.brains.llm_prompt import drop_null_optionals, system_prompt, tool_specs
+from firm.session import SessionCancelled
 
 if TYPE_CHECKING:
     from firm.session import Session
@@ -67,9 +68,11 @@ class _Thoughts:
         self.buffer += delta
         if len(self.buffer) >= THOUGHT_CHUNK:
             cut = self.buffer.rfind("\n\n")
+            if cut <= 0 and len(self.buffer) >= 5 * THOUGHT_CHUNK:
+                cut = self.buffer.rfind(" ")  # one endless paragraph: cut between words
             if cut > 0:
                 self.session.think(self.buffer[:cut])
-                self.buffer = self.buffer[cut + 2 :]
+                self.buffer = self.buffer[cut:].lstrip()
 
     def flush(self) -> None:
         if self.buffer.strip():
@@ -163,6 +166,9 @@ class SessionLoop:
                 on_text=self.thoughts.feed,
                 on_retry=self._on_retry,
             )
+        except SessionCancelled:
+            self.thoughts.flush()  # what it said before the cancel belongs in the log
+            raise
         except ModelCallError as err:
             self.thoughts.flush()
             s.store.append_events([("model_error", s.task_id, s.agent_id, {"error": str(err)})])

@@ -233,7 +233,9 @@ class _Handler(BaseHTTPRequestHandler):
             data = f"data: {payload}\n\n".encode()
             self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
-            record.chunks_sent += 1
+            with state.lock:
+                record.chunks_sent += 1
+                state.lock.notify_all()
 
         for delta in self._chunks(record, reply):
             if reply.chunk_delay and record.chunks_sent and state.closing.wait(reply.chunk_delay):
@@ -350,7 +352,8 @@ class ModelServer:
             return self._state.lock.wait_for(lambda: len(self._state.requests) >= count, timeout)
 
     def wait_until(self, predicate: Any, timeout: float = 10.0) -> bool:
-        """Block until predicate(requests) holds, re-checked as requests arrive and end."""
+        """Block until predicate(requests) holds; re-checked whenever a request arrives,
+        streams a chunk or ends."""
         with self._state.lock:
             return self._state.lock.wait_for(lambda: predicate(list(self._state.requests)), timeout)
 
