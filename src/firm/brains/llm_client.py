@@ -294,7 +294,7 @@ class _ReplyBuilder:
         if getattr(chunk, "usage", None) is not None:
             self.usage = _usage(chunk.usage)
         for choice in chunk.choices or []:
-            if choice.index != 0:
+            if (getattr(choice, "index", 0) or 0) != 0:
                 continue
             delta = choice.delta
             if delta is not None:
@@ -308,7 +308,7 @@ class _ReplyBuilder:
                     self.text.append(delta.content)
                     self.on_text(delta.content)
                 for tc in delta.tool_calls or []:
-                    call = self.calls.setdefault(tc.index, ToolCall("", "", ""))
+                    call = self.calls.setdefault(self._slot(tc), ToolCall("", "", ""))
                     if tc.id and not call.id:
                         call.id = tc.id
                     if tc.function is not None:
@@ -318,6 +318,16 @@ class _ReplyBuilder:
                             call.arguments += tc.function.arguments
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+
+    def _slot(self, tc: Any) -> int:
+        index = getattr(tc, "index", None)
+        if isinstance(index, int):
+            return index
+        # A server that leaves the index out sends each call whole: a new id is a new call.
+        ident = getattr(tc, "id", None)
+        if not self.calls or (ident and ident != self.calls[max(self.calls)].id):
+            return len(self.calls)
+        return max(self.calls)
 
     def reply(self) -> Reply:
         calls = [self.calls[i] for i in sorted(self.calls)]
