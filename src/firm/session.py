@@ -74,6 +74,7 @@ class Session(ToolContext):
         self.files_written: list[str] = []
         self.last_text: str | None = None
         self.cancel_reason: str | None = None
+        self._tokens_used = 0  # recorded by this session, on top of task.usage at its start
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -129,6 +130,10 @@ class Session(ToolContext):
             self._cancel.set()
             raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
 
+    def cancel_signalled(self) -> bool:
+        """The in-process cancel signal only (no store read): cheap enough for a tight loop."""
+        return self._cancel.is_set()
+
     def sleep(self, seconds: float) -> None:
         """Wait, waking at once if the task is cancelled."""
         if seconds > 0 and self._cancel.wait(seconds):
@@ -146,7 +151,16 @@ class Session(ToolContext):
         self.store.append_events([("thought", self.task.id, self.agent_id, {"text": text})])
 
     def record_usage(self, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
+        self._tokens_used += prompt_tokens + completion_tokens
         self.store.add_usage(self.task.id, calls, prompt_tokens, completion_tokens)
+
+    def tokens_remaining(self) -> int | None:
+        """Tokens left in the grant's budget_tokens for this task (None: no budget)."""
+        budget = (self.task.grant or {}).get("budget_tokens")
+        if budget is None:
+            return None
+        used = self.task.usage.get("prompt_tokens", 0) + self.task.usage.get("completion_tokens", 0)
+        return max(0, int(budget) - used - self._tokens_used)
 
     # --- tools ---------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from firm.cli.common import (
     run_summary,
     watch,
 )
+from firm.engine.company import Company
 from firm.errors import FirmError
 from firm.org import load_org
 
@@ -100,10 +101,30 @@ def run(
         float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
     ] = 0.0,
     seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
+    model: Annotated[
+        str | None,
+        typer.Option(help="LLM: the model for every agent [default: llm.model, else FIRM_MODEL]."),
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(min=0, max=2, help="LLM: sampling temperature.")
+    ] = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(min=1, max=1000, help="LLM: model calls per session at most.")
+    ] = None,
     json_mode: JsonOption = False,
 ) -> None:
     """Give the company a goal and watch it work, to the end."""
     org = load_org(org_file)
+    if brain == "llm":
+        from firm.brains.llm import submission_options
+
+        options = submission_options(
+            model=model, temperature=temperature, max_iterations=max_iterations
+        )
+    elif model is not None or temperature is not None or max_iterations is not None:
+        raise FirmError("--model, --temperature and --max-iterations apply to --brain llm")
+    else:
+        options = sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
     firm = Firm(db, max_concurrent=max_concurrent or org.max_concurrent)
     try:
         root = firm.submit(
@@ -111,9 +132,7 @@ def run(
             goal,
             to=to,
             brain=brain,
-            brain_options=sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
-            if brain == "simulation"
-            else {},
+            brain_options=options,
             workspace=workspace,
             priority=priority,
             language=language,
@@ -185,6 +204,12 @@ def resume(
         else:
             console.print("Nothing to resume: every run in the store has ended.")
         raise typer.Exit(0)
+    for root_id in roots:  # a brain missing its settings (a model, a key) says so now
+        try:
+            Company.from_run(firm.store.run(root_id))
+        except FirmError:
+            firm.close()
+            raise
     if not json_mode:
         console.print(f"Resuming {len(roots)} run(s): {', '.join(roots)}")
     _work(firm, roots, json_mode)

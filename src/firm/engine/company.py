@@ -40,10 +40,14 @@ class Company:
         """The company of a stored run; `org` saves re-parsing a chart the caller already has."""
         org = org or parse_org(run.org_yaml, run.org_source)
         base = Path(run.org_source).parent if run.org_source and "<" not in run.org_source else None
+        brain = brain or make_brain(run.brain, run.brain_options)
+        check = getattr(brain, "check_company", None)
+        if callable(check):  # a brain that needs settings (a model, a key) says so up front
+            check(org)
         return cls(
             run=run,
             org=org,
-            brain=brain or make_brain(run.brain, run.brain_options),
+            brain=brain,
             registry=build_registry(org, base),
             workspace=Workspace(run.workspace),
         )

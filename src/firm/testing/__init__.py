@@ -1,0 +1,58 @@
+"""Test a company without a key: a scripted model behind a real chat-completions server.
+
+    from firm import Firm, load_org
+    from firm.testing import ModelServer, ScriptedModel, calls, complete, delegate
+
+    model = ScriptedModel()
+    model.when(agent="ceo", woken=False).reply(calls(delegate("cto", "Plan the app")))
+    with ModelServer(model) as server, Firm("test.db") as firm:
+        root = firm.run(load_org("company.yaml"), "Launch", brain="llm",
+                        brain_options=server.brain_options())
+        assert root.status == "done"
+
+See docs/testing.md.
+"""
+
+from firm.testing.script import (
+    ModelRequest,
+    Reply,
+    Rule,
+    ScriptedModel,
+    ToolCallSpec,
+    call,
+    call_raw,
+    calls,
+    complete,
+    delegate,
+    drop,
+    error,
+    fail,
+    hang,
+    slow,
+    text,
+    write_file,
+)
+from firm.testing.server import MODEL_NAME, ModelServer, RecordedRequest
+
+__all__ = [
+    "MODEL_NAME",
+    "ModelRequest",
+    "ModelServer",
+    "RecordedRequest",
+    "Reply",
+    "Rule",
+    "ScriptedModel",
+    "ToolCallSpec",
+    "call",
+    "call_raw",
+    "calls",
+    "complete",
+    "delegate",
+    "drop",
+    "error",
+    "fail",
+    "hang",
+    "slow",
+    "text",
+    "write_file",
+]

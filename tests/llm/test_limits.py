@@ -1,0 +1,78 @@
+"""Bounds on a session: the iteration cap and the token budget of its grant."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from firm.api import Firm
+from firm.org import OrgChart
+from firm.tasks import Status
+from firm.testing import ModelServer, ScriptedModel, call, calls, complete, delegate
+
+from .conftest import Runner, events_of
+
+LIST = calls(call("files_list"))
+
+
+def test_the_iteration_cap_fails_the_task_with_a_clear_reason(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, run_llm: Runner
+) -> None:
+    model.when(agent="gabriel").always(LIST)  # never finishes
+    root = run_llm(three_levels, to="gabriel", max_iterations=3)
+
+    assert root.status == Status.FAILED
+    assert "reached its limit of 3 model calls" in (root.error or "")
+    assert "max_iterations" in (root.error or "")
+    assert len(server.requests) == 3
+
+
+def test_the_cap_after_delegating_ends_the_turn_instead(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, run_llm: Runner
+) -> None:
+    model.when(agent="cto", woken=False, step=0).reply(
+        calls(delegate("gabriel", "Build the API"), call("files_list"))
+    )
+    model.when(agent="cto", woken=False).always(LIST)
+    model.when(agent="gabriel").reply(calls(complete("built")))
+    model.when(agent="cto", woken=True).reply(calls(complete("done")))
+    root = run_llm(three_levels, to="cto", max_iterations=2)
+    assert root.status == Status.DONE, root.error
+
+
+def test_a_session_that_would_exceed_its_budget_stops(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, firm: Firm, run_llm: Runner
+) -> None:
+    # The first answer reports 900 of the 1000 tokens used: the next call cannot fit.
+    model.when(agent="gabriel").reply(replace(LIST, usage=(800, 100)), calls(complete("done")))
+    root = run_llm(three_levels, to="gabriel", grant={"budget_tokens": 1000})
+
+    assert root.status == Status.FAILED
+    assert "budget_exhausted" in (root.error or "")
+    assert len(server.requests) == 1  # the call that could not fit was never made
+    assert root.usage == {"calls": 1, "prompt_tokens": 800, "completion_tokens": 100}
+    assert model.unused() != []
+
+
+def test_the_budget_caps_the_answer_length(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, run_llm: Runner
+) -> None:
+    model.when(agent="gabriel").reply(calls(complete("done")))
+    root = run_llm(three_levels, to="gabriel", grant={"budget_tokens": 5000}, max_tokens=100_000)
+    assert root.status == Status.DONE, root.error
+    cap = server.requests[0].body["max_tokens"]
+    assert 0 < cap < 5000  # what is left of the budget once the prompt is paid for
+
+
+def test_usage_of_earlier_sessions_counts_against_the_budget(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, firm: Firm, run_llm: Runner
+) -> None:
+    model.when(agent="cto", woken=False).reply(
+        replace(calls(delegate("gabriel", "Build the API")), usage=(2500, 400))
+    )
+    model.when(agent="gabriel").reply(calls(complete("built")))
+    model.when(agent="cto", woken=True).reply(calls(complete("done")))
+    root = run_llm(three_levels, to="cto", grant={"budget_tokens": 3000})
+    assert root.status == Status.FAILED
+    assert "budget_exhausted" in (root.error or "")
+    assert len(server.requests_for("cto")) == 1  # woken, it had too little left to call again
+    assert events_of(firm, "failed", root.id)
