@@ -21,7 +21,8 @@ from firm.store import open_store
 
 
 def company() -> str:
-    lines = ["company: Makespan", "agents:", "  - {id: ceo, name: C, title: Chief Executive Officer}"]
+    lines = ["company: Makespan", "agents:"]
+    lines.append("  - {id: ceo, name: C, title: Chief Executive Officer}")
     for i in range(5):
         lines.append(f"  - {{id: m{i}, name: M{i}, title: Engineering Manager, reports_to: ceo}}")
         for j in range(5):
@@ -57,13 +58,19 @@ def main() -> None:
     one_run(args.latency)  # warm up imports and caches
     spans = [one_run(args.latency) for _ in range(args.runs)]
     ratios = [s / bound for s in spans]
-    print(f"makespan · CEO → 5 → 25 (31 tasks) · latency {args.latency * 1000:.0f} ms/turn · "
-          f"max_concurrent 25 · {args.runs} runs")
+    print(
+        f"makespan · CEO → 5 → 25 (31 tasks) · latency {args.latency * 1000:.0f} ms/turn · "
+        f"max_concurrent 25 · {args.runs} runs"
+    )
     print(f"critical-path bound: 5 turns × {args.latency * 1000:.0f} ms = {bound * 1000:.0f} ms")
-    print(f"makespan ms: median {statistics.median(spans) * 1000:.0f}, "
-          f"min {min(spans) * 1000:.0f}, max {max(spans) * 1000:.0f}")
-    print(f"makespan / bound: median {statistics.median(ratios):.3f}, best {min(ratios):.3f}, "
-          f"worst {max(ratios):.3f}  (aim: within 1.15)")
+    print(
+        f"makespan ms: median {statistics.median(spans) * 1000:.0f}, "
+        f"min {min(spans) * 1000:.0f}, max {max(spans) * 1000:.0f}"
+    )
+    print(
+        f"makespan / bound: median {statistics.median(ratios):.3f}, best {min(ratios):.3f}, "
+        f"worst {max(ratios):.3f}  (aim: within 1.15)"
+    )
 
 
 if __name__ == "__main__":
