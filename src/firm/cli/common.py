@@ -24,7 +24,7 @@ from firm.tasks import Status, Task
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # one error, one line, however long
 
 DbOption = Annotated[
     str | None,
