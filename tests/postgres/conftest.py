@@ -15,9 +15,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from pgcluster import PgServer, PostgresUnavailable  # noqa: E402
+from pgcluster import PgServer, PostgresUnavailable
 
-from firm.store import SqlStore, open_store  # noqa: E402
+from firm.store import SqlStore, open_store
 
 
 @pytest.fixture(scope="session")

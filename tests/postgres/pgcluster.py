@@ -8,6 +8,7 @@ must be allowed to CREATE DATABASE).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import os
 import pwd
@@ -139,10 +140,8 @@ class PgCluster:
 
     def stop(self) -> None:
         if self.data.exists():
-            try:
+            with contextlib.suppress(PostgresUnavailable):
                 self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-            except PostgresUnavailable:
-                pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 
