@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from helpers import (
+from pg_helpers import (
     claim_task,
     delegate,
     done,

@@ -41,7 +41,7 @@ db_app = typer.Typer(
 def db_upgrade(db: DbOption = None, json_mode: JsonOption = False) -> None:
     """Create the schema or migrate it to this firm's version. Safe to run again, and at once
     from several machines (upgrades take turns)."""
-    store = open_store(db, migrate=True)
+    store = open_store(db, check_schema=False)
     try:
         before, after = store.upgrade_schema()
     finally:
@@ -49,9 +49,15 @@ def db_upgrade(db: DbOption = None, json_mode: JsonOption = False) -> None:
     if json_mode:
         print_json({"store": store.safe_url, "from": before, "to": after})
     elif before == after:
-        console.print(f"{store.safe_url}: already at schema revision {after}.")
+        console.print(
+            f"{store.safe_url}: already at schema revision {after}.", soft_wrap=True, markup=False
+        )
     else:
-        console.print(f"{store.safe_url}: schema revision {before or '(none)'} → {after}.")
+        console.print(
+            f"{store.safe_url}: schema revision {before or '(none)'} → {after}.",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def worker(
@@ -175,7 +181,9 @@ def submit(
         else:
             console.print(
                 f"{root.id} → {root.assignee}: submitted to {firm.store.safe_url}; "
-                "a `firm worker` on this store will work it."
+                "a `firm worker` on this store will work it.",
+                soft_wrap=True,
+                markup=False,
             )
 
 

@@ -86,4 +86,8 @@ def newer_schema(engine: Engine, revision: str) -> StoreError:
 
 
 def safe_url(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)
+    """The URL as a user writes it (no driver name), without its password."""
+    url = engine.url
+    if url.drivername.startswith("postgresql"):
+        url = url.set(drivername="postgresql")
+    return url.render_as_string(hide_password=True)

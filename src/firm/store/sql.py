@@ -205,10 +205,12 @@ class SqlStore:
         *,
         pool_size: int = 16,
         migrate: bool | None = None,
+        check_schema: bool = True,
         retry_window: float = 60.0,
     ):
         """Open the store at url. migrate: bring the schema up to date on open (default: on
-        SQLite, yes; on PostgreSQL, no — `firm db upgrade` does it, once, for every worker)."""
+        SQLite, yes; on PostgreSQL, no — `firm db upgrade` does it, once, for every worker).
+        check_schema=False opens without looking at the schema (for upgrade_schema alone)."""
         self.url = url
         self.retry_policy = RetryPolicy(window=retry_window)
         self._listeners: list[EventListener] = []
@@ -247,7 +249,8 @@ class SqlStore:
                 f"cannot open {url}: {exc.name} is not installed (pip install 'firm[postgres]')"
             ) from None
         self._locking = self.dialect == "postgresql"
-        self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
+        if check_schema:
+            self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 
     @property
     def safe_url(self) -> str:
