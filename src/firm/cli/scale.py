@@ -110,6 +110,7 @@ def worker(
         f"lease {lease_seconds:g}s",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     forever = threading.Event()
     try:
