@@ -124,17 +124,12 @@ def _event(row: Row[Any]) -> Event:
 class _Tx:
     """A write transaction plus the events it will append when it commits."""
 
-    def __init__(self, conn: Connection, locking: bool):
+    def __init__(self, conn: Connection, locking: bool, now: float):
         self.conn = conn
         self.locking = locking  # explicit row locks (PostgreSQL); SQLite holds the db lock
-        self.now = _now()
+        self.now = now
         self.pending: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
         self.appended: list[Event] = []
-        if locking:  # one clock for every machine: leases and ages are compared across workers
-            self.now = round(
-                float(conn.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar()),
-                6,
-            )
 
     def emit(
         self, kind: str, task: Task | str | None, agent: str | None = None, **data: Any
@@ -176,15 +171,35 @@ class _Tx:
             self.appended.append(Event(seq, self.now, kind, task_id, agent, data, prev, h))
             prev = h
         self.conn.execute(insert(E), rows)
-        self.conn.execute(
+        move_head = (
             update(schema.chain_head).where(schema.chain_head.c.id == 1).values(seq=seq, hash=prev)
         )
         if self.locking:  # delivered at commit, in commit order, and only if it commits
             cancelled = [e.task_id for e in self.appended if e.kind == "cancelled" and e.task_id]
-            self.conn.execute(
-                select(func.pg_notify(notify.CHANNEL, notify.payload(seq, kinds, cancelled)))
-            )
+            note = notify.payload(seq, kinds, cancelled)
+            move_head = move_head.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
+        self.conn.execute(move_head)
         self.pending.clear()
+
+
+class _DbClock:
+    """Timestamps for writes. On PostgreSQL, the database server's clock: leases are written by
+    one machine and judged by another, so they must not depend on each machine's clock. The
+    offset to the server's clock is measured now and then, not asked for in every transaction."""
+
+    refresh_every = 30.0
+
+    def __init__(self, use_server: bool):
+        self.use_server = use_server
+        self.offset = 0.0
+        self.measured_at = -self.refresh_every
+
+    def now(self, conn: Connection) -> float:
+        if self.use_server and time.monotonic() - self.measured_at > self.refresh_every:
+            server = conn.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar()
+            self.offset = float(server) - time.time()
+            self.measured_at = time.monotonic()
+        return round(time.time() + self.offset, 6)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -238,7 +253,8 @@ class SqlStore:
                     url,
                     pool_size=pool_size,
                     max_overflow=64,
-                    pool_pre_ping=True,
+                    # No ping per checkout (a round trip per transaction): a connection that
+                    # died while idle fails its first statement, and the retry layer reconnects.
                     connect_args={
                         "application_name": notify.application_name("store"),
                         "connect_timeout": 10,
@@ -249,6 +265,7 @@ class SqlStore:
                 f"cannot open {url}: {exc.name} is not installed (pip install 'firm[postgres]')"
             ) from None
         self._locking = self.dialect == "postgresql"
+        self._clock = _DbClock(self.dialect == "postgresql")
         if check_schema:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 
@@ -376,7 +393,7 @@ class SqlStore:
         with self.engine.connect() as conn:
             conn.execution_options(firm_write=True)
             with conn.begin():
-                tx = _Tx(conn, self._locking)
+                tx = _Tx(conn, self._locking, self._clock.now(conn))
                 yield tx
                 tx.flush()
         if tx.appended:
