@@ -136,11 +136,27 @@ def start_workers(url: str, n: int, work: Path) -> list[subprocess.Popen[bytes]]
     return procs
 
 
+def wait_until_listening(url: str, n: int) -> None:
+    import psycopg
+
+    name = url.rpartition("/")[2]
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            (listening,) = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = %s AND application_name LIKE 'firm-listen:%%'",
+                (name,),
+            ).fetchone()
+            if listening >= n:
+                return
+            time.sleep(0.05)
+
+
 def run_postgres(server, size: int, workers: int, work: Path) -> float:  # type: ignore[no-untyped-def]
     url = server.create_database()
     store = open_store(url)
     procs = start_workers(url, workers, work)
-    time.sleep(1.5)  # let the workers import and connect, so startup is not counted
+    wait_until_listening(url, workers)  # worker start-up is not part of the figures
     org = parse_org(company(size), "<bench>")
     engine = Engine(store)  # used only to submit; the workers do the work
     root = engine.submit(

@@ -103,6 +103,7 @@ class Engine:
             max_workers=max_concurrent, thread_name_prefix="firm-session"
         )
         self._running: dict[str, threading.Event] = {}
+        self._settling: set[str] = set()  # sessions ended here, their outcome being written
         self._running_lock = threading.Lock()
         self._companies: dict[str, Company] = {}
         self._companies_lock = threading.Lock()
@@ -335,7 +336,9 @@ class Engine:
         if not running:
             return
         held = set(self.store.renew_leases(self.worker_id, self.lease_seconds, running))
-        lost = [tid for tid in running if tid not in held]
+        with self._running_lock:
+            lost = [t for t in running if t not in held and t in self._running]
+            lost = [t for t in lost if t not in self._settling]
         if lost:
             log.warning("lost the lease on %s; stopping those sessions", ", ".join(lost))
             self._signal(lost)
@@ -355,6 +358,8 @@ class Engine:
         try:
             outcome = self._session(task, cancel)
             if outcome is not None:
+                with self._running_lock:
+                    self._settling.add(task.id)
                 self.store.settle(task.id, self.worker_id, outcome)
         except StoreUnavailable as exc:
             # Not the agent's fault: leave the task to its lease; recovery re-runs it.
@@ -365,6 +370,7 @@ class Engine:
         finally:
             with self._running_lock:
                 self._running.pop(task.id, None)
+                self._settling.discard(task.id)
                 self.sessions_run += 1
             self._nudge.set()
             self._progress.set()
