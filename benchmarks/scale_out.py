@@ -9,6 +9,8 @@ worker claimed it (its started event), median and p99, read from the audit log.
     python benchmarks/scale_out.py                       # starts a throwaway PostgreSQL
     python benchmarks/scale_out.py --pg-url postgresql://firm@127.0.0.1:5432/postgres
     python benchmarks/scale_out.py --sizes 1,10,100 --workers 1,2
+    python benchmarks/scale_out.py --sizes 100 --turn 0.5 --per-worker 4 --skip-sqlite
+                                     # sessions that wait (as on a model) rather than compute
 
 The PostgreSQL part needs PostgreSQL installed (tests/postgres/pgcluster.py starts it the way
 the tests do) and `pip install 'firm[postgres]'`. Figures are for reading, not asserting.
@@ -34,7 +36,8 @@ from firm.store import SqlStore, open_store
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "postgres"))
 
-TURN = 0.02  # seconds per simulated turn
+TURN = 0.02  # seconds per simulated turn (--turn)
+SLOTS = 16  # sessions per worker (--per-worker)
 TODO_KINDS = {"created", "delegated", "woken", "requeued"}
 
 
@@ -97,7 +100,7 @@ def report(label: str, store: SqlStore, root_id: str, wall: float) -> float:
 def run_sqlite(size: int, work: Path) -> None:
     org = parse_org(company(size), "<bench>")
     store = open_store(work / f"sqlite-{size}" / "firm.db")
-    engine = Engine(store, max_concurrent=16, heartbeat=0.5)
+    engine = Engine(store, max_concurrent=SLOTS, heartbeat=0.5)
     root = engine.submit(
         org, "Grow the business", brain_options={"latency": TURN}, workspace=work / f"ws-{size}"
     )
@@ -121,7 +124,7 @@ def start_workers(url: str, n: int, work: Path) -> list[subprocess.Popen[bytes]]
                 "--db",
                 url,
                 "--max-concurrent",
-                "16",
+                str(SLOTS),
                 "--heartbeat",
                 "0.5",
                 "--quiet",
@@ -183,14 +186,18 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--pg-url", help="an existing server to make databases on")
     parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--turn", type=float, default=TURN, help="seconds per simulated turn")
+    parser.add_argument("--per-worker", type=int, default=SLOTS, help="sessions per worker")
     args = parser.parse_args()
+    global TURN, SLOTS
+    TURN, SLOTS = args.turn, args.per_worker
     sizes = [int(s) for s in args.sizes.split(",")]
     counts = [int(w) for w in args.workers.split(",")]
     work = Path(tempfile.mkdtemp(prefix="firm-bench-"))
     print(f"{TURN * 1000:.0f} ms per simulated turn; {os.cpu_count()} CPUs\n", flush=True)
     try:
         if not args.skip_sqlite:
-            print("SQLite, one engine, 16 sessions at once", flush=True)
+            print(f"SQLite, one engine, {SLOTS} sessions at once", flush=True)
             for size in sizes:
                 run_sqlite(size, work)
             print(flush=True)
@@ -200,7 +207,7 @@ def main() -> None:
 
         server = PgServer()
         try:
-            print("PostgreSQL, worker processes of 16 sessions each", flush=True)
+            print(f"PostgreSQL, worker processes of {SLOTS} sessions each", flush=True)
             for size in sizes:
                 rates = {w: run_postgres(server, size, w, work) for w in counts}
                 if len(rates) > 1 and size >= 100:
