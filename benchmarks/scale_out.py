@@ -181,6 +181,7 @@ def run_postgres(server, size: int, workers: int, work: Path) -> float:  # type:
 
 
 def main() -> None:
+    global TURN, SLOTS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1,10,100,1000")
     parser.add_argument("--workers", default="1,2,4")
@@ -189,7 +190,6 @@ def main() -> None:
     parser.add_argument("--turn", type=float, default=TURN, help="seconds per simulated turn")
     parser.add_argument("--per-worker", type=int, default=SLOTS, help="sessions per worker")
     args = parser.parse_args()
-    global TURN, SLOTS
     TURN, SLOTS = args.turn, args.per_worker
     sizes = [int(s) for s in args.sizes.split(",")]
     counts = [int(w) for w in args.workers.split(",")]
