@@ -4,6 +4,13 @@ One scheduler thread claims work up to `max_concurrent` and hands each claimed t
 session worker thread. A waiting task holds no worker (invariant 6): the limit counts running
 sessions only. The scheduler sleeps until nudged — a task became todo, a session ended — with
 a slow heartbeat as the safety net (and the way work submitted by another process is seen).
+
+Many engines (workers, on many machines) can share one store. Each renews the leases of the
+sessions it runs; any of them periodically recovers tasks whose worker died or lost its lease,
+so no task waits for its own worker to come back. Session execution is therefore at-least-once:
+a session cut off mid-turn is re-run from the start of its turn elsewhere, and delegation is
+idempotent per (parent, turn, assignee, title) so the re-run finds its subtasks instead of
+making them again. On PostgreSQL, nudges and cancellations arrive by LISTEN/NOTIFY.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +35,9 @@ from firm.language import detect_language
 from firm.org import OrgChart, top_agent
 from firm.session import Session, SessionCancelled
 from firm.store.base import Event, NewTask, RunSpec, Store
-from firm.tasks import Outcome, Priority, Task
+from firm.store.notify import StoreSignal
+from firm.store.retry import StoreUnavailable
+from firm.tasks import Outcome, Priority, Status, Task
 
 log = logging.getLogger("firm.engine")
 
@@ -78,6 +88,7 @@ class Engine:
         heartbeat: float = 1.0,
         global_limit: int | None = None,
         brain: Brain | None = None,
+        recover_every: float | None = None,
     ):
         if max_concurrent < 1:
             raise FirmError("max_concurrent must be at least 1")
@@ -87,11 +98,15 @@ class Engine:
         self.lease_seconds = lease_seconds
         self.heartbeat = heartbeat
         self.global_limit = global_limit
+        # How often this engine looks for other workers' orphaned tasks: often enough that a
+        # dead worker's task waits little more than its lease, rarely enough to cost nothing.
+        self.recover_every = recover_every or max(heartbeat, lease_seconds / 2)
         self._brain_override = brain
         self._pool = ThreadPoolExecutor(
             max_workers=max_concurrent, thread_name_prefix="firm-session"
         )
         self._running: dict[str, threading.Event] = {}
+        self._settling: set[str] = set()  # sessions ended here, their outcome being written
         self._running_lock = threading.Lock()
         self._companies: dict[str, Company] = {}
         self._companies_lock = threading.Lock()
@@ -100,7 +115,9 @@ class Engine:
         self._watched: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._recheck = threading.Event()  # a cancel too big to list: check running tasks
         self._unsubscribe = store.subscribe(self._on_events)
+        self._unlisten: Callable[[], None] | None = None
         self.peak_running = 0
         self.sessions_run = 0
 
@@ -162,6 +179,7 @@ class Engine:
     def start(self) -> Engine:
         if self._thread is None:
             _LIVE_WORKERS.add(self.worker_id)
+            self._unlisten = self.store.listen(self._on_signal)
             self.store.recover(worker_alive)
             self._thread = threading.Thread(target=self._loop, name="firm-scheduler", daemon=True)
             self._thread.start()
@@ -185,6 +203,8 @@ class Engine:
         )
         _LIVE_WORKERS.discard(self.worker_id)
         self._unsubscribe()
+        if self._unlisten is not None:
+            self._unlisten()
 
     def __enter__(self) -> Engine:
         return self.start()
@@ -264,6 +284,24 @@ class Engine:
         if any(e.kind in _ENDINGS and e.task_id in self._watched for e in events):
             self._progress.set()
 
+    def _on_signal(self, signal: StoreSignal) -> None:
+        """A commit by any process (PostgreSQL NOTIFY): new work to claim, sessions to stop."""
+        if signal.todo:
+            self._nudge.set()
+        if signal.cancelled is None:
+            self._recheck.set()
+            self._nudge.set()
+        elif signal.cancelled:
+            self._signal(list(signal.cancelled))
+        self._progress.set()
+
+    def _stop_lost(self) -> None:
+        """Signal running sessions whose task is no longer theirs (cancelled, or recovered)."""
+        for tid in self.running:
+            state = self.store.status_of(tid)
+            if state is None or state[0] != Status.IN_PROGRESS:
+                self._signal([tid])
+
     def _signal(self, task_ids: list[str]) -> None:
         with self._running_lock:
             for tid in task_ids:
@@ -272,7 +310,7 @@ class Engine:
                     ev.set()
 
     def _loop(self) -> None:
-        last_renew = time.monotonic()
+        last_renew = last_recover = time.monotonic()
         backoff = 0.0
         while not self._stop.is_set():
             self._nudge.clear()
@@ -280,13 +318,19 @@ class Engine:
                 free = self.max_concurrent - len(self._running)
             claimed: list[Task] = []
             try:
+                if time.monotonic() - last_renew > self.lease_seconds / 3:
+                    self._renew()
+                    last_renew = time.monotonic()
+                if time.monotonic() - last_recover > self.recover_every:
+                    self.store.recover(worker_alive)
+                    last_recover = time.monotonic()
+                if self._recheck.is_set():
+                    self._recheck.clear()
+                    self._stop_lost()
                 if free > 0:
                     claimed = self.store.claim(
                         self.worker_id, free, self.lease_seconds, self.global_limit
                     )
-                if self._running and time.monotonic() - last_renew > self.lease_seconds / 3:
-                    self.store.renew_leases(self.worker_id, self.lease_seconds)
-                    last_renew = time.monotonic()
                 backoff = 0.0
             except Exception:
                 # A store hiccup (a lost connection, a locked file) must not kill the engine.
@@ -299,6 +343,20 @@ class Engine:
             if claimed and len(claimed) < free:
                 continue  # there may be more: claim again before sleeping
             self._nudge.wait(self.heartbeat)
+
+    def _renew(self) -> None:
+        """Heartbeat: extend the leases of the sessions running here, and only those (a task
+        claimed by a commit whose answer was lost is left to expire and be recovered)."""
+        running = self.running
+        if not running:
+            return
+        held = set(self.store.renew_leases(self.worker_id, self.lease_seconds, running))
+        with self._running_lock:
+            lost = [t for t in running if t not in held and t in self._running]
+            lost = [t for t in lost if t not in self._settling]
+        if lost:
+            log.warning("lost the lease on %s; stopping those sessions", ", ".join(lost))
+            self._signal(lost)
 
     def _launch(self, task: Task) -> None:
         ev = threading.Event()
@@ -315,21 +373,36 @@ class Engine:
         try:
             outcome = self._session(task, cancel)
             if outcome is not None:
+                with self._running_lock:
+                    self._settling.add(task.id)
                 self.store.settle(task.id, self.worker_id, outcome)
+        except StoreUnavailable as exc:
+            # Not the agent's fault: leave the task to its lease; recovery re-runs it.
+            log.error("session of %s cannot reach the store (%s); handing it back", task.id, exc)
+            self._hand_back(task.id, f"its worker lost the database: {exc}")
         except Exception:
             log.exception("session of %s failed to settle; recovery will re-run it", task.id)
         finally:
             with self._running_lock:
                 self._running.pop(task.id, None)
+                self._settling.discard(task.id)
                 self.sessions_run += 1
                 idle = not self._running
             self._nudge.set()
             if idle:
                 self._progress.set()
 
+    def _hand_back(self, task_id: str, reason: str) -> None:
+        try:
+            self.store.release(self.worker_id, [task_id], reason=reason)
+        except Exception:  # still unreachable: the lease expires and another worker recovers it
+            log.warning("could not hand %s back; its lease will expire", task_id)
+
     def _session(self, task: Task, cancel: threading.Event) -> Outcome | None:
         try:
             company = self.company(task.root_id)
+        except StoreUnavailable:
+            raise
         except Exception as exc:
             return Outcome.failed(f"the company of run {task.root_id} cannot start: {exc}")
         try:
@@ -349,6 +422,8 @@ class Engine:
             return session.final_outcome(text)
         except SessionCancelled:
             return None
+        except StoreUnavailable:
+            raise
         except Exception as exc:
             log.exception("session of %s crashed", task.id)
             return Outcome.failed(f"{task.assignee}'s session crashed: {type(exc).__name__}: {exc}")

@@ -20,9 +20,15 @@ def resolve_db(db: str | Path | None) -> str:
     return sqlite_url(value)
 
 
-def open_store(db: str | Path | None = None) -> SqlStore:
-    """Open (creating if needed) the store at a path or URL (default: FIRM_DB, ./.firm/firm.db)."""
-    return SqlStore(resolve_db(db))
+def open_store(
+    db: str | Path | None = None, *, migrate: bool | None = None, check_schema: bool = True
+) -> SqlStore:
+    """Open the store at a path or URL (default: FIRM_DB, ./.firm/firm.db).
+
+    An SQLite file is created and migrated as needed. A PostgreSQL database must have been
+    migrated with `firm db upgrade` (or pass migrate=True to do it here).
+    """
+    return SqlStore(resolve_db(db), migrate=migrate, check_schema=check_schema)
 
 
 def state_dir_for(url: str) -> Path:

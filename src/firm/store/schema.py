@@ -1,7 +1,9 @@
 """The tables, in SQLAlchemy Core, shared by every backend.
 
 SCHEMA_VERSION is bumped with every change to what is persisted; a store written by a newer
-firm refuses to open with an older one instead of misreading it.
+firm refuses to open with an older one instead of misreading it. The tables are created and
+changed only by the Alembic migrations in store/migrations (see store/migrate.py); this module
+is the current shape, and a test checks that the migrations produce exactly it.
 
 Versions:
   1. runs, tasks (with grant, lease and usage columns), events (hash-chained), chain_head, meta.
@@ -22,6 +24,9 @@ from sqlalchemy import (
 )
 
 SCHEMA_VERSION = 1
+# The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
+# changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
+HEAD_REVISION = "0001"
 
 metadata = MetaData()
 

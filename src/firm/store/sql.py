@@ -3,7 +3,9 @@
 Every write is one short transaction. On SQLite it starts with BEGIN IMMEDIATE (the single
 writer lock, taken up front so two writers never deadlock on lock upgrade); on PostgreSQL the
 rows that matter are locked explicitly, always ancestors before descendants, and the chain head
-last, right before commit — so no lock cycle can form.
+last, right before commit — so no lock cycle can form. Every public method is one transaction
+and is re-run on a transient database error (store/retry.py); on PostgreSQL each commit that
+appends events also sends a NOTIFY (store/notify.py), so other machines hear of it at once.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -28,20 +31,26 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from firm.audit.chain import GENESIS, canonical_json, entry_hash
+from firm.audit.chain import canonical_json, entry_hash
 from firm.errors import StoreError, TaskNotFound
-from firm.store import schema
+from firm.store import migrate, notify, schema
 from firm.store.base import DelegateResult, Event, EventListener, NewTask, RunSpec, SettleResult
+from firm.store.notify import PgListener, SignalListener, StoreSignal
+from firm.store.retry import RetryPolicy, retrying
 from firm.tasks import OPEN, Outcome, Priority, Status, Task, new_task_id, normalise_title
+
+log = logging.getLogger("firm.store")
 
 T = schema.tasks
 E = schema.events
 OPEN_VALUES = [str(s) for s in OPEN]
+_CLAIM_LOCK = 0x6669726D01  # the advisory lock capped claims take turns under (PostgreSQL)
 
 
 def _now() -> float:
@@ -82,6 +91,23 @@ def _task(row: Row[Any]) -> Task:
     )
 
 
+def _requeue_reason(
+    worker: str | None, expires: float | None, dead: bool, now: float
+) -> tuple[str, str]:
+    """Why recovery took a task back, for the audit log: which worker, and how we know."""
+    rerun = "its session will be re-run from the start of its turn"
+    if worker is None:
+        return "no_worker", f"no worker held it; {rerun}"
+    if dead:
+        return "worker_dead", f"worker {worker} is no longer running (its process is gone); {rerun}"
+    late = f" {now - expires:.1f}s ago" if expires is not None else ""
+    return (
+        "lease_expired",
+        f"worker {worker} lost its lease (expired{late}: the worker died, hung or lost the "
+        f"database); {rerun}",
+    )
+
+
 def _event(row: Row[Any]) -> Event:
     m = row._mapping
     return Event(
@@ -99,10 +125,10 @@ def _event(row: Row[Any]) -> Event:
 class _Tx:
     """A write transaction plus the events it will append when it commits."""
 
-    def __init__(self, conn: Connection, locking: bool):
+    def __init__(self, conn: Connection, locking: bool, now: float):
         self.conn = conn
         self.locking = locking  # explicit row locks (PostgreSQL); SQLite holds the db lock
-        self.now = _now()
+        self.now = now
         self.pending: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
         self.appended: list[Event] = []
 
@@ -125,6 +151,7 @@ class _Tx:
         if self.locking:
             head = head.with_for_update()
         seq, prev = self.conn.execute(head).one()
+        kinds = {kind for kind, *_ in self.pending}
         rows = []
         for kind, task_id, agent, data in self.pending:
             seq += 1
@@ -145,10 +172,35 @@ class _Tx:
             self.appended.append(Event(seq, self.now, kind, task_id, agent, data, prev, h))
             prev = h
         self.conn.execute(insert(E), rows)
-        self.conn.execute(
+        move_head = (
             update(schema.chain_head).where(schema.chain_head.c.id == 1).values(seq=seq, hash=prev)
         )
+        if self.locking:  # delivered at commit, in commit order, and only if it commits
+            cancelled = [e.task_id for e in self.appended if e.kind == "cancelled" and e.task_id]
+            note = notify.payload(seq, kinds, cancelled)
+            move_head = move_head.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
+        self.conn.execute(move_head)
         self.pending.clear()
+
+
+class _DbClock:
+    """Timestamps for writes. On PostgreSQL, the database server's clock: leases are written by
+    one machine and judged by another, so they must not depend on each machine's clock. The
+    offset to the server's clock is measured now and then, not asked for in every transaction."""
+
+    refresh_every = 30.0
+
+    def __init__(self, use_server: bool):
+        self.use_server = use_server
+        self.offset = 0.0
+        self.measured_at = -self.refresh_every
+
+    def now(self, conn: Connection) -> float:
+        if self.use_server and time.monotonic() - self.measured_at > self.refresh_every:
+            server = conn.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar()
+            self.offset = float(server) - time.time()
+            self.measured_at = time.monotonic()
+        return round(time.time() + self.offset, 6)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -161,12 +213,28 @@ class SqlStore:
     """The Store protocol over SQLAlchemy Core."""
 
     poll_interval = 0.2  # seconds between looks for other processes' commits
+    listen_poll_interval = 5.0  # the safety net while LISTEN is connected (PostgreSQL)
 
-    def __init__(self, url: str, *, pool_size: int = 16):
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 16,
+        migrate: bool | None = None,
+        check_schema: bool = True,
+        retry_window: float = 60.0,
+    ):
+        """Open the store at url. migrate: bring the schema up to date on open (default: on
+        SQLite, yes; on PostgreSQL, no — `firm db upgrade` does it, once, for every worker).
+        check_schema=False opens without looking at the schema (for upgrade_schema alone)."""
         self.url = url
+        self.retry_policy = RetryPolicy(window=retry_window)
         self._listeners: list[EventListener] = []
+        self._signal_listeners: list[SignalListener] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition()
+        self._generation = 0  # bumped on every commit or signal, so no wake-up is lost
+        self._pg_listener: PgListener | None = None
         try:
             if url.startswith("sqlite"):
                 self.dialect = "sqlite"
@@ -183,7 +251,15 @@ class SqlStore:
                 if url.startswith("postgresql://") or url.startswith("postgres://"):
                     url = "postgresql+psycopg://" + url.split("://", 1)[1]
                 self.engine = create_engine(
-                    url, pool_size=pool_size, max_overflow=64, pool_pre_ping=True
+                    url,
+                    pool_size=pool_size,
+                    max_overflow=64,
+                    # No ping per checkout (a round trip per transaction): a connection that
+                    # died while idle fails its first statement, and the retry layer reconnects.
+                    connect_args={
+                        "application_name": notify.application_name("store"),
+                        "connect_timeout": 10,
+                    },
                 )
         except ModuleNotFoundError as exc:
             raise StoreError(
@@ -193,7 +269,14 @@ class SqlStore:
         self._writer: threading.Lock | contextlib.nullcontext[None] = (
             threading.Lock() if self.dialect == "sqlite" else contextlib.nullcontext()
         )
-        self._ensure_schema()
+        self._clock = _DbClock(self.dialect == "postgresql")
+        if check_schema:
+            self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password, for messages and logs."""
+        return migrate.safe_url(self.engine)
 
     # --- connection set-up ---------------------------------------------------------------
 
@@ -213,35 +296,52 @@ class SqlStore:
             write = conn.get_execution_options().get("firm_write", False)
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
-    def _ensure_schema(self) -> None:
+    @retrying
+    def _check_schema(self, auto_migrate: bool) -> None:
         try:
-            with self.engine.begin() as conn:
-                conn.execution_options(firm_write=True)
-                schema.metadata.create_all(conn)
-                version = conn.execute(
-                    select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
-                ).scalar()
-                if version is None:
-                    conn.execute(
-                        insert(schema.meta).values(
-                            key="schema_version", value=str(schema.SCHEMA_VERSION)
-                        )
-                    )
-                elif int(version) > schema.SCHEMA_VERSION:
+            with self._read() as conn:
+                revision = migrate.current_revision(conn)
+                version = None
+                if revision is not None:
+                    version = conn.execute(
+                        select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+                    ).scalar()
+            if revision != schema.HEAD_REVISION:
+                if revision is not None and revision not in migrate.known_revisions():
+                    raise migrate.newer_schema(self.engine, revision)
+                if not auto_migrate:
+                    where = "is empty" if revision is None else f"is at revision {revision}"
                     raise StoreError(
-                        f"{self.url} was written by a newer firm (schema {version}, this firm "
-                        f"knows up to {schema.SCHEMA_VERSION}); upgrade firm to open it"
+                        f"the database at {self.safe_url} {where}; this firm needs schema "
+                        f"revision {schema.HEAD_REVISION}: run `firm db upgrade --db URL` once"
                     )
-                if conn.execute(select(schema.chain_head.c.id)).first() is None:
-                    conn.execute(insert(schema.chain_head).values(id=1, seq=0, hash=GENESIS))
+                migrate.upgrade(self.engine)
+            elif version is not None and int(version) > schema.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.safe_url} was written by a newer firm (schema {version}, this firm "
+                    f"knows up to {schema.SCHEMA_VERSION}); upgrade firm to open it"
+                )
         except OperationalError as exc:
-            raise StoreError(f"cannot open the store at {self.url}: {exc.orig}") from None
+            if self.dialect == "postgresql" and exc.connection_invalidated:
+                raise  # the retry layer waits for the server to come back
+            raise StoreError(f"cannot open the store at {self.safe_url}: {exc.orig}") from None
+
+    def upgrade_schema(self) -> tuple[str | None, str | None]:
+        """Run the migrations up to head (what `firm db upgrade` does); idempotent."""
+        return migrate.upgrade(self.engine)
 
     def close(self) -> None:
+        if self._pg_listener is not None:
+            self._pg_listener.stop()
+            self._pg_listener = None
         self.engine.dispose()
 
     def subscribe(self, listener: EventListener) -> Callable[[], None]:
-        """Call listener with the events of every transaction this process commits."""
+        """Call listener with the events of every transaction this process commits.
+
+        In-process only, by design: another process's commits reach this one through
+        listen() (PostgreSQL) and through the log itself (events_after + wait_for_change).
+        """
         with self._lock:
             self._listeners.append(listener)
 
@@ -252,6 +352,46 @@ class SqlStore:
 
         return unsubscribe
 
+    def listen(self, listener: SignalListener) -> Callable[[], None]:
+        """Call listener with a StoreSignal whenever any process commits to the store.
+
+        On PostgreSQL this is LISTEN/NOTIFY (a hint: the stored state is the truth). On SQLite
+        there is no cross-process channel and nothing is called; sessions still see a cancel
+        at their next step by reading the store, and workers see new work at their heartbeat.
+        """
+        with self._lock:
+            self._signal_listeners.append(listener)
+        self._ensure_listening()
+
+        def unlisten() -> None:
+            with self._lock:
+                if listener in self._signal_listeners:
+                    self._signal_listeners.remove(listener)
+
+        return unlisten
+
+    def _ensure_listening(self) -> None:
+        if self.dialect != "postgresql":
+            return
+        with self._lock:
+            if self._pg_listener is None:
+                conninfo = self.engine.url.set(drivername="postgresql").render_as_string(
+                    hide_password=False
+                )
+                self._pg_listener = PgListener(conninfo, self._on_signal).start()
+
+    def _on_signal(self, signal: StoreSignal) -> None:
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+        with self._lock:
+            listeners = list(self._signal_listeners)
+        for listener in listeners:
+            try:
+                listener(signal)
+            except Exception:  # one bad listener must not deafen the others
+                log.exception("store: a signal listener failed")
+
     @contextmanager
     def _write(self) -> Iterator[_Tx]:
         # SQLite has one writer. Queue this process's writers on a Python lock, which hands
@@ -260,13 +400,17 @@ class SqlStore:
         with self._writer, self.engine.connect() as conn:
             conn.execution_options(firm_write=True)
             with conn.begin():
-                tx = _Tx(conn, self._locking)
+                tx = _Tx(conn, self._locking, self._clock.now(conn))
                 yield tx
                 tx.flush()
         if tx.appended:
             for listener in list(self._listeners):
-                listener(tx.appended)
+                try:
+                    listener(tx.appended)
+                except Exception:  # committed is committed: a listener cannot undo or redo it
+                    log.exception("store: an event listener failed")
             with self._changed:
+                self._generation += 1
                 self._changed.notify_all()
 
     @contextmanager
@@ -331,7 +475,22 @@ class SqlStore:
     # --- runs and tasks ------------------------------------------------------------------
 
     def create_run(self, run: RunSpec, root: NewTask, task_id: str | None = None) -> Task:
-        task_id = task_id or new_task_id()
+        # The id is chosen once, outside the retried transaction: if a commit succeeded but
+        # its acknowledgement was lost, the retry finds the run instead of making a second one.
+        return self._create_run(run, root, task_id or new_task_id())
+
+    @retrying
+    def _create_run(self, run: RunSpec, root: NewTask, task_id: str) -> Task:
+        try:
+            return self._insert_run(run, root, task_id)
+        except IntegrityError:
+            with self._read() as conn:
+                row = conn.execute(select(T).where(T.c.id == task_id)).first()
+            if row is None or row._mapping["description"] != root.description:
+                raise
+            return _task(row)
+
+    def _insert_run(self, run: RunSpec, root: NewTask, task_id: str) -> Task:
         with self._write() as tx:
             tx.conn.execute(
                 insert(schema.runs).values(
@@ -395,6 +554,7 @@ class SqlStore:
             )
         )
 
+    @retrying
     def run(self, run_id: str) -> RunSpec:
         with self._read() as conn:
             row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).first()
@@ -411,6 +571,7 @@ class SqlStore:
             created_at=m["created_at"],
         )
 
+    @retrying
     def open_run_ids(self) -> list[str]:
         with self._read() as conn:
             return list(
@@ -419,18 +580,21 @@ class SqlStore:
                 ).scalars()
             )
 
+    @retrying
     def delegate(self, parent_id: str, turn: int, new: NewTask) -> DelegateResult:
         key_src = f"{parent_id}\x00{turn}\x00{new.assignee}\x00{normalise_title(new.title)}"
         key = hashlib.sha256(key_src.encode()).hexdigest()[:40]
         for _ in range(2):
             try:
                 with self._write() as tx:
-                    existing = tx.conn.execute(select(T).where(T.c.dedupe_key == key)).first()
-                    if existing is not None:
-                        return DelegateResult(_task(existing), created=False)
+                    # The parent's lock first: an identical delegation racing this one (a
+                    # re-run session on another machine) commits before we look, so we see it.
                     parent = self._lock_task(tx, parent_id)
                     if parent is None:
                         raise TaskNotFound(parent_id)
+                    existing = tx.conn.execute(select(T).where(T.c.dedupe_key == key)).first()
+                    if existing is not None:
+                        return DelegateResult(_task(existing), created=False)
                     if parent.status != Status.IN_PROGRESS:
                         raise StoreError(
                             f"task {parent_id} is {parent.status}; it can no longer delegate"
@@ -458,6 +622,7 @@ class SqlStore:
             row = conn.execute(select(T).where(T.c.dedupe_key == key)).one()
         return DelegateResult(_task(row), created=False)
 
+    @retrying
     def claim(
         self, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None
     ) -> list[Task]:
@@ -465,6 +630,10 @@ class SqlStore:
             return []
         with self._write() as tx:
             if global_limit is not None:
+                if tx.locking:
+                    # Counting then claiming is a read-then-write: capped claims take turns so
+                    # two workers cannot both see room for the last slot.
+                    tx.conn.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
                 running = tx.conn.execute(
                     select(func.count()).select_from(T).where(T.c.status == str(Status.IN_PROGRESS))
                 ).scalar_one()
@@ -502,6 +671,7 @@ class SqlStore:
                 tx.emit("started", t, attempt=t.attempts, turn=t.turn, worker=worker_id)
         return claimed
 
+    @retrying
     def settle(self, task_id: str, worker_id: str, outcome: Outcome) -> SettleResult:
         with self._write() as tx:
             head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
@@ -552,6 +722,7 @@ class SqlStore:
             after = self._lock_task(tx, task_id)
         return SettleResult(True, after, woke)
 
+    @retrying
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[Task]:
         with self._write() as tx:
             head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
@@ -587,11 +758,14 @@ class SqlStore:
                 self._wake_if_done(tx, parent_id)
         return cancelled
 
+    @retrying
     def recover(self, worker_alive: Callable[[str], bool | None]) -> dict[str, list[str]]:
         """Invariant 5, set-based: requeue orphaned sessions, wake managers with nothing open.
 
         worker_alive(worker_id) says True/False when it can tell (a process on this host), or
-        None when it cannot (another machine): then only an expired lease frees the task.
+        None when it cannot (another machine): then only an expired lease frees the task. Any
+        worker may run this at any time; on PostgreSQL rows another transaction holds are
+        skipped (whoever holds them settles or wakes them), so recovery never waits or deadlocks.
         """
         with self._write() as tx:
             holders = list(
@@ -599,53 +773,84 @@ class SqlStore:
                     select(T.c.worker_id).distinct().where(T.c.status == str(Status.IN_PROGRESS))
                 ).scalars()
             )
-            dead = [w for w in holders if w is None or worker_alive(w) is False]
+            dead = {w for w in holders if w is not None and worker_alive(w) is False}
             stale = or_(
                 T.c.lease_expires_at < tx.now,
                 T.c.worker_id.is_(None),
-                T.c.worker_id.in_([w for w in dead if w is not None]),
+                T.c.worker_id.in_(sorted(dead)),
             )
-            requeued = tx.conn.execute(
-                update(T)
-                .where(T.c.status == str(Status.IN_PROGRESS), stale)
-                .values(
-                    status=str(Status.TODO),
-                    worker_id=None,
-                    lease_expires_at=None,
-                    updated_at=tx.now,
-                )
-                .returning(T.c.id, T.c.assignee, T.c.attempts)
-            ).all()
+            pick = select(T.c.id, T.c.worker_id, T.c.lease_expires_at).where(
+                T.c.status == str(Status.IN_PROGRESS), stale
+            )
+            if tx.locking:
+                pick = pick.with_for_update(skip_locked=True)
+            orphans = {r[0]: (r[1], r[2]) for r in tx.conn.execute(pick)}
+            requeued = []
+            if orphans:
+                requeued = tx.conn.execute(
+                    update(T)
+                    .where(T.c.id.in_(list(orphans)), T.c.status == str(Status.IN_PROGRESS))
+                    .values(
+                        status=str(Status.TODO),
+                        worker_id=None,
+                        lease_expires_at=None,
+                        updated_at=tx.now,
+                    )
+                    .returning(T.c.id, T.c.assignee, T.c.attempts)
+                ).all()
             for tid, assignee, attempts in requeued:
+                worker, expires = orphans[tid]
+                cause, reason = _requeue_reason(worker, expires, worker in dead, tx.now)
                 tx.emit(
                     "requeued",
                     tid,
                     assignee,
                     attempt=attempts,
-                    reason="its worker stopped before the session ended; it will be re-run",
+                    worker=worker,
+                    cause=cause,
+                    reason=reason,
                 )
             c = T.alias("c")
-            woke = tx.conn.execute(
-                update(T)
-                .where(
-                    T.c.status == str(Status.WAITING),
-                    ~exists().where(c.c.parent_id == T.c.id, c.c.status.in_(OPEN_VALUES)),
-                )
-                .values(status=str(Status.TODO), updated_at=tx.now)
-                .returning(T.c.id, T.c.assignee)
-            ).all()
+            idle = select(T.c.id).where(
+                T.c.status == str(Status.WAITING),
+                ~exists().where(c.c.parent_id == T.c.id, c.c.status.in_(OPEN_VALUES)),
+            )
+            if tx.locking:
+                idle = idle.with_for_update(of=T, skip_locked=True)
+            idle_ids = list(tx.conn.execute(idle).scalars())
+            woke = []
+            if idle_ids:
+                woke = tx.conn.execute(
+                    update(T)
+                    .where(
+                        T.c.id.in_(idle_ids),
+                        T.c.status == str(Status.WAITING),
+                        ~exists().where(c.c.parent_id == T.c.id, c.c.status.in_(OPEN_VALUES)),
+                    )
+                    .values(status=str(Status.TODO), updated_at=tx.now)
+                    .returning(T.c.id, T.c.assignee)
+                ).all()
             for tid, assignee in woke:
                 tx.emit("woken", tid, assignee, recovered=True)
         return {"requeued": [r[0] for r in requeued], "woken": [w[0] for w in woke]}
 
-    def renew_leases(self, worker_id: str, lease_seconds: float) -> int:
+    @retrying
+    def renew_leases(
+        self, worker_id: str, lease_seconds: float, task_ids: Iterable[str] | None = None
+    ) -> list[str]:
+        """Extend this worker's leases (only on task_ids, when given); returns the ids it still
+        holds. A running session missing from the answer has lost its task to recovery (or a
+        cancel) and should stop: another worker may be running it already."""
         with self._write() as tx:
-            return tx.conn.execute(
-                update(T)
-                .where(T.c.worker_id == worker_id, T.c.status == str(Status.IN_PROGRESS))
-                .values(lease_expires_at=tx.now + lease_seconds)
-            ).rowcount
+            q = update(T).where(T.c.worker_id == worker_id, T.c.status == str(Status.IN_PROGRESS))
+            if task_ids is not None:
+                q = q.where(T.c.id.in_(list(task_ids)))
+            rows = tx.conn.execute(
+                q.values(lease_expires_at=tx.now + lease_seconds).returning(T.c.id)
+            )
+            return list(rows.scalars())
 
+    @retrying
     def release(self, worker_id: str, task_ids: Iterable[str], reason: str) -> list[str]:
         """Hand sessions this worker cannot finish back to todo (a clean shutdown)."""
         ids = list(task_ids)
@@ -671,6 +876,7 @@ class SqlStore:
                 tx.emit("requeued", tid, assignee, reason=reason)
         return [r[0] for r in rows]
 
+    @retrying
     def add_usage(
         self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
     ) -> None:
@@ -687,6 +893,7 @@ class SqlStore:
 
     # --- events --------------------------------------------------------------------------
 
+    @retrying
     def append_events(
         self, items: list[tuple[str, str | None, str | None, dict[str, Any]]]
     ) -> list[Event]:
@@ -694,6 +901,7 @@ class SqlStore:
             tx.pending.extend(items)
         return tx.appended
 
+    @retrying
     def events_after(
         self, seq: int, limit: int = 1000, task_ids: Iterable[str] | None = None
     ) -> list[Event]:
@@ -706,25 +914,36 @@ class SqlStore:
     def wait_for_change(self, after_seq: int, timeout: float) -> bool:
         """Block until the log has an event after after_seq, or timeout; True if it has.
 
-        Commits in this process wake the waiter at once; commits by other processes are
-        seen by looking at the chain head every poll interval.
+        Commits in this process wake the waiter at once; on PostgreSQL so do commits by any
+        other process (LISTEN/NOTIFY), with a look at the chain head every few seconds as the
+        safety net; on SQLite other processes' commits are seen by looking every poll interval.
+        The log itself is the truth: read it with events_after(your last seq), and no event is
+        ever missed, not even across a reconnect.
         """
+        self._ensure_listening()
         deadline = time.monotonic() + timeout
         while True:
+            with self._changed:
+                generation = self._generation
             if self.last_seq() > after_seq:
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
+            listening = self._pg_listener is not None and self._pg_listener.connected.is_set()
+            interval = self.listen_poll_interval if listening else self.poll_interval
             with self._changed:
-                self._changed.wait(min(remaining, self.poll_interval))
+                if self._generation == generation:  # nothing arrived since we looked
+                    self._changed.wait(min(remaining, interval))
 
+    @retrying
     def last_seq(self) -> int:
         with self._read() as conn:
             return conn.execute(select(schema.chain_head.c.seq)).scalar_one()
 
     # --- reads ---------------------------------------------------------------------------
 
+    @retrying
     def get_task(self, task_id: str) -> Task:
         with self._read() as conn:
             row = conn.execute(select(T).where(T.c.id == task_id)).first()
@@ -732,11 +951,13 @@ class SqlStore:
             raise TaskNotFound(task_id)
         return _task(row)
 
+    @retrying
     def status_of(self, task_id: str) -> tuple[Status, bool] | None:
         with self._read() as conn:
             row = conn.execute(select(T.c.status, T.c.revoked).where(T.c.id == task_id)).first()
         return (Status(row[0]), bool(row[1])) if row else None
 
+    @retrying
     def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
         """Status, revoked flag and holding worker: what a running session checks each step."""
         with self._read() as conn:
@@ -745,6 +966,7 @@ class SqlStore:
             ).first()
         return (Status(row[0]), bool(row[1]), row[2]) if row else None
 
+    @retrying
     def children(self, task_id: str) -> list[Task]:
         with self._read() as conn:
             rows = conn.execute(
@@ -752,6 +974,7 @@ class SqlStore:
             ).all()
         return [_task(r) for r in rows]
 
+    @retrying
     def subtree(self, task_id: str) -> list[Task]:
         """The task and all its descendants, parents before children."""
         sub = self._subtree_ids(task_id, open_only=False).subquery()
@@ -765,6 +988,7 @@ class SqlStore:
             raise TaskNotFound(task_id)
         return [_task(r) for r in rows]
 
+    @retrying
     def ancestors(self, task_id: str) -> list[Task]:
         """The task's parent, grandparent, ... up to the root (nearest first)."""
         base = select(T.c.parent_id.label("id"), literal(1).label("depth")).where(T.c.id == task_id)
@@ -779,6 +1003,7 @@ class SqlStore:
             rows = conn.execute(select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)).all()
         return [_task(r) for r in rows]
 
+    @retrying
     def list_tasks(
         self,
         *,
@@ -799,6 +1024,7 @@ class SqlStore:
         with self._read() as conn:
             return [_task(r) for r in conn.execute(q)]
 
+    @retrying
     def counts(self, root_id: str | None = None) -> dict[str, int]:
         q = select(T.c.status, func.count()).group_by(T.c.status)
         if root_id:

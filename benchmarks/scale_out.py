@@ -1,0 +1,224 @@
+"""Scale-out figures: companies of 1, 10, 100 and 1,000 agents with a 20 ms simulated turn,
+first on SQLite (one engine in this process), then on PostgreSQL with 1, 2 and 4 worker
+processes (`python -m firm worker`).
+
+Printed for each run: sessions and tasks, wall time, tasks/s, and claim latency — from the
+moment a task became todo (its created, delegated, woken or requeued event) to the moment a
+worker claimed it (its started event), median and p99, read from the audit log.
+
+    python benchmarks/scale_out.py                       # starts a throwaway PostgreSQL
+    python benchmarks/scale_out.py --pg-url postgresql://firm@127.0.0.1:5432/postgres
+    python benchmarks/scale_out.py --sizes 1,10,100 --workers 1,2
+    python benchmarks/scale_out.py --sizes 100 --turn 0.5 --per-worker 4 --skip-sqlite
+                                     # sessions that wait (as on a model) rather than compute
+
+The PostgreSQL part needs PostgreSQL installed (tests/postgres/pgcluster.py starts it the way
+the tests do) and `pip install 'firm[postgres]'`. Figures are for reading, not asserting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from firm.engine import Engine
+from firm.org import parse_org
+from firm.store import SqlStore, open_store
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "postgres"))
+
+TURN = 0.02  # seconds per simulated turn (--turn)
+SLOTS = 16  # sessions per worker (--per-worker)
+TODO_KINDS = {"created", "delegated", "woken", "requeued"}
+
+
+def company(n: int) -> str:
+    """n agents: a CEO with up to nine reports, every other manager with up to ten."""
+    lines = ["company: Bench Co", "max_concurrent: 16", "agents:"]
+    lines.append("  - {id: a0, name: A0, title: Chief Executive Officer}")
+    made, queue = 1, [0]
+    while made < n:
+        boss = queue.pop(0)
+        for _ in range(9 if boss == 0 else 10):
+            if made >= n:
+                break
+            lines.append(
+                f"  - {{id: a{made}, name: A{made}, title: Team Member, reports_to: a{boss}}}"
+            )
+            queue.append(made)
+            made += 1
+    return "\n".join(lines) + "\n"
+
+
+def claim_latencies(store: SqlStore, root_id: str) -> list[float]:
+    ids = {t.id for t in store.subtree(root_id)}
+    ready: dict[str, float] = {}
+    waits = []
+    seq = 0
+    while batch := store.events_after(seq, 5000):
+        for e in batch:
+            if e.task_id in ids:
+                if e.kind in TODO_KINDS:
+                    ready[e.task_id] = e.ts
+                elif e.kind == "started" and e.task_id in ready:
+                    waits.append(e.ts - ready.pop(e.task_id))
+        seq = batch[-1].seq
+    return waits
+
+
+def p(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def report(label: str, store: SqlStore, root_id: str, wall: float) -> float:
+    tasks = store.subtree(root_id)
+    sessions = sum(1 for e in store.events_after(0, 10**7) if e.kind == "started")
+    waits = claim_latencies(store, root_id)
+    rate = len(tasks) / wall
+    bad = sum(1 for t in tasks if str(t.status) != "done")
+    print(
+        f"{label:<28} {len(tasks):>6} tasks {sessions:>6} sessions {wall:>7.2f}s "
+        f"{rate:>8.1f} tasks/s   claim latency median {statistics.median(waits) * 1000:>7.1f} ms"
+        f"  p99 {p(waits, 0.99) * 1000:>7.1f} ms" + (f"   NOT DONE: {bad}" if bad else ""),
+        flush=True,
+    )
+    return rate
+
+
+def run_sqlite(size: int, work: Path) -> None:
+    org = parse_org(company(size), "<bench>")
+    store = open_store(work / f"sqlite-{size}" / "firm.db")
+    engine = Engine(store, max_concurrent=SLOTS, heartbeat=0.5)
+    root = engine.submit(
+        org, "Grow the business", brain_options={"latency": TURN}, workspace=work / f"ws-{size}"
+    )
+    start = time.perf_counter()
+    engine.run_until(root.id)
+    wall = time.perf_counter() - start
+    engine.stop()
+    report(f"sqlite, {size} agents", store, root.id, wall)
+    store.close()
+
+
+def start_workers(url: str, n: int, work: Path) -> list[subprocess.Popen[bytes]]:
+    env = {k: v for k, v in os.environ.items() if k != "FIRM_DB"}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "firm",
+                "worker",
+                "--db",
+                url,
+                "--max-concurrent",
+                str(SLOTS),
+                "--heartbeat",
+                "0.5",
+                "--quiet",
+            ],
+            cwd=work,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(work / f"worker-{i}.log", "wb"),  # noqa: SIM115
+        )
+        for i in range(n)
+    ]
+    return procs
+
+
+def wait_until_listening(url: str, n: int) -> None:
+    import psycopg
+
+    name = url.rpartition("/")[2]
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            (listening,) = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = %s AND application_name LIKE 'firm-listen:%%'",
+                (name,),
+            ).fetchone()
+            if listening >= n:
+                return
+            time.sleep(0.05)
+
+
+def run_postgres(server, size: int, workers: int, work: Path) -> float:  # type: ignore[no-untyped-def]
+    url = server.create_database()
+    store = open_store(url)
+    procs = start_workers(url, workers, work)
+    wait_until_listening(url, workers)  # worker start-up is not part of the figures
+    org = parse_org(company(size), "<bench>")
+    engine = Engine(store)  # used only to submit; the workers do the work
+    root = engine.submit(
+        org, "Grow the business", brain_options={"latency": TURN}, workspace=work / f"ws-{size}"
+    )
+    start = time.perf_counter()
+    while not store.get_task(root.id).terminal:
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        proc.wait(60)
+    rate = report(f"postgresql, {size} agents, {workers}w", store, root.id, wall)
+    engine.stop()
+    store.close()
+    server.drop_database(url)
+    return rate
+
+
+def main() -> None:
+    global TURN, SLOTS
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1,10,100,1000")
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--pg-url", help="an existing server to make databases on")
+    parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--turn", type=float, default=TURN, help="seconds per simulated turn")
+    parser.add_argument("--per-worker", type=int, default=SLOTS, help="sessions per worker")
+    args = parser.parse_args()
+    TURN, SLOTS = args.turn, args.per_worker
+    sizes = [int(s) for s in args.sizes.split(",")]
+    counts = [int(w) for w in args.workers.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="firm-bench-"))
+    print(f"{TURN * 1000:.0f} ms per simulated turn; {os.cpu_count()} CPUs\n", flush=True)
+    try:
+        if not args.skip_sqlite:
+            print(f"SQLite, one engine, {SLOTS} sessions at once", flush=True)
+            for size in sizes:
+                run_sqlite(size, work)
+            print(flush=True)
+        if args.pg_url:
+            os.environ["FIRM_TEST_PG_URL"] = args.pg_url
+        from pgcluster import PgServer
+
+        server = PgServer()
+        try:
+            print(f"PostgreSQL, worker processes of {SLOTS} sessions each", flush=True)
+            for size in sizes:
+                rates = {w: run_postgres(server, size, w, work) for w in counts}
+                if len(rates) > 1 and size >= 100:
+                    base = rates[counts[0]]
+                    growth = ", ".join(f"{w}w ×{rates[w] / base:.2f}" for w in counts)
+                    print(f"{'':<28} throughput vs {counts[0]} worker: {growth}", flush=True)
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

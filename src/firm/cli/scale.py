@@ -1,0 +1,194 @@
+"""Commands for running a company on many workers: db upgrade, worker, submit.
+
+export FIRM_DB=postgresql://firm@db.internal/acme
+firm db upgrade                                   # once, and after each firm upgrade
+firm worker --max-concurrent 16                   # on each of N machines
+firm submit acme/company.yaml "Launch an AI note-taking app" --json
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from firm.api import Firm
+from firm.cli.common import (
+    EXIT_INTERRUPTED,
+    DbOption,
+    JsonOption,
+    _SignalAsInterrupt,
+    console,
+    err_console,
+    print_json,
+)
+from firm.cli.work import sim_options
+from firm.engine import Engine
+from firm.store import open_store
+
+db_app = typer.Typer(
+    name="db",
+    help="Manage the store's schema.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOption = None, json_mode: JsonOption = False) -> None:
+    """Create the schema or migrate it to this firm's version. Safe to run again, and at once
+    from several machines (upgrades take turns)."""
+    store = open_store(db, check_schema=False)
+    try:
+        before, after = store.upgrade_schema()
+    finally:
+        store.close()
+    if json_mode:
+        print_json({"store": store.safe_url, "from": before, "to": after})
+    elif before == after:
+        console.print(
+            f"{store.safe_url}: already at schema revision {after}.", soft_wrap=True, markup=False
+        )
+    else:
+        console.print(
+            f"{store.safe_url}: schema revision {before or '(none)'} → {after}.",
+            soft_wrap=True,
+            markup=False,
+        )
+
+
+def worker(
+    db: DbOption = None,
+    max_concurrent: Annotated[
+        int, typer.Option(min=1, max=1024, help="Sessions this worker runs at once.")
+    ] = 4,
+    global_limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Company-wide cap on running sessions, across all workers [default: none]."
+        ),
+    ] = None,
+    lease_seconds: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            help="How long a claimed task stays this worker's without a heartbeat; after that "
+            "another worker takes it over.",
+        ),
+    ] = 30.0,
+    heartbeat: Annotated[
+        float, typer.Option(min=0.05, help="Seconds between the scheduler's safety-net looks.")
+    ] = 1.0,
+    worker_id: Annotated[
+        str | None,
+        typer.Option(help="This worker's name in the store [default: host:pid:random]."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="Print only warnings and errors.")] = False,
+) -> None:
+    """Work every open run in the store until stopped (Ctrl-C or SIGTERM hands running
+    sessions back). Needs only the database: the store keeps each run's org chart and brain
+    options; the company's tool modules must be importable here."""
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    store = open_store(db)
+    engine = Engine(
+        store,
+        max_concurrent=max_concurrent,
+        worker_id=worker_id,
+        lease_seconds=lease_seconds,
+        heartbeat=heartbeat,
+        global_limit=global_limit,
+    )
+    cap = f", company-wide cap {global_limit}" if global_limit else ""
+    err_console.print(
+        f"worker {engine.worker_id} on {store.safe_url}: up to {max_concurrent} sessions{cap}, "
+        f"lease {lease_seconds:g}s",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    forever = threading.Event()
+    try:
+        with _SignalAsInterrupt():
+            engine.start()
+            while not forever.wait(3600):
+                pass
+    except KeyboardInterrupt:
+        err_console.print(f"worker {engine.worker_id}: stopping; handing running sessions back")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        engine.stop()
+        store.close()
+
+
+def submit(
+    org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
+    goal: Annotated[str, typer.Argument(help="The goal for the top agent.", show_default=False)],
+    brain: Annotated[str, typer.Option(help="simulation (no key) or llm.")] = "simulation",
+    db: DbOption = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where agents write files [default: the org chart's workspace, else ./workspace]."
+        ),
+    ] = None,
+    to: Annotated[
+        str | None, typer.Option(help="The agent the goal goes to [default: the top of the chart].")
+    ] = None,
+    priority: Annotated[str, typer.Option(help="low, normal, high or urgent.")] = "normal",
+    language: Annotated[
+        str | None,
+        typer.Option(help="Language code for the work [default: detected from the goal]."),
+    ] = None,
+    sim_latency: Annotated[float, typer.Option(help="Simulation: seconds per turn.")] = 0.0,
+    sim_fail: Annotated[
+        list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
+    ] = None,
+    sim_fail_rate: Annotated[
+        float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
+    json_mode: JsonOption = False,
+) -> None:
+    """Store a goal for the workers and return its root task id at once (nothing runs here).
+    Takes the brain options `firm run` takes; they are stored with the run."""
+    with Firm(db, max_concurrent=1) as firm:
+        root = firm.submit(
+            org_file,
+            goal,
+            to=to,
+            brain=brain,
+            brain_options=sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
+            if brain == "simulation"
+            else {},
+            workspace=workspace,
+            priority=priority,
+            language=language,
+        )
+        if json_mode:
+            print_json(
+                {
+                    "id": root.id,
+                    "status": str(root.status),
+                    "assignee": root.assignee,
+                    "store": firm.store.safe_url,
+                }
+            )
+        else:
+            console.print(
+                f"{root.id} → {root.assignee}: submitted to {firm.store.safe_url}; "
+                "a `firm worker` on this store will work it.",
+                soft_wrap=True,
+                markup=False,
+            )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(db_app, name="db")
+    app.command()(worker)
+    app.command()(submit)

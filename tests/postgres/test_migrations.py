@@ -1,0 +1,103 @@
+"""Schema migrations on both backends: `firm db upgrade`, what they build, old and new stores."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from pg_helpers import firm_cli
+from sqlalchemy import create_engine, insert, text
+
+from firm.errors import StoreError
+from firm.store import SqlStore, open_store, schema
+from firm.store.migrate import head_revision
+
+
+def test_the_head_revision_is_the_one_the_code_expects():
+    assert head_revision() == schema.HEAD_REVISION
+
+
+def test_migrations_build_exactly_the_tables_the_code_uses(any_store):
+    with any_store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), schema.metadata)
+    assert diff == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_db_upgrade_creates_the_schema_and_is_idempotent(backend, tmp_path, request):
+    if backend == "sqlite":
+        db = str(tmp_path / "new.db")
+    else:
+        db = request.getfixturevalue("pg_server").create_database(migrated=False)
+    first = firm_cli("db", "upgrade", "--db", db, "--json", cwd=tmp_path, check=True)
+    again = firm_cli("db", "upgrade", "--db", db, "--json", cwd=tmp_path, check=True)
+    assert json.loads(first.stdout)["from"] is None
+    assert json.loads(first.stdout)["to"] == schema.HEAD_REVISION
+    assert json.loads(again.stdout)["from"] == json.loads(again.stdout)["to"]
+    listed = firm_cli("tasks", "--db", db, "--json", cwd=tmp_path, check=True)
+    assert json.loads(listed.stdout) == []
+    human = firm_cli("db", "upgrade", "--db", db, cwd=tmp_path, check=True)
+    assert "already at schema revision" in human.stdout
+
+
+def test_a_postgres_store_that_was_never_upgraded_says_what_to_run(pg_server, tmp_path):
+    url = pg_server.create_database(migrated=False)
+    with pytest.raises(StoreError, match="firm db upgrade"):
+        open_store(url)
+    out = firm_cli("tasks", "--db", url, cwd=tmp_path)
+    assert out.returncode == 2
+    assert "firm db upgrade" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_upgrades_started_at_once_take_turns(pg_server):
+    url = pg_server.create_database(migrated=False)
+    stores = [open_store(url, check_schema=False) for _ in range(3)]
+    results: list = []
+    barrier = threading.Barrier(3)
+
+    def go(store: SqlStore) -> None:
+        barrier.wait()
+        results.append(store.upgrade_schema())
+
+    threads = [threading.Thread(target=go, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert sorted(results, key=str) == sorted(
+        [(None, "0001"), ("0001", "0001"), ("0001", "0001")], key=str
+    )
+    store = open_store(url)
+    assert store.last_seq() == 0
+    store.close()
+
+
+def test_a_sqlite_store_from_before_migrations_is_adopted_with_its_data(tmp_path: Path):
+    path = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:  # what firm wrote before it had migrations
+        schema.metadata.create_all(conn)
+        conn.execute(insert(schema.meta).values(key="schema_version", value="1"))
+        conn.execute(insert(schema.chain_head).values(id=1, seq=0, hash="0" * 64))
+    engine.dispose()
+    store = open_store(path)
+    from pg_helpers import new_root
+
+    root = new_root(store)
+    assert store.get_task(root.id).title == "goal"
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+    store.close()
+
+
+def test_a_store_migrated_by_a_newer_firm_refuses_to_open(any_store):
+    with any_store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(StoreError, match="newer firm"):
+        SqlStore(any_store.url)
