@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ log = logging.getLogger("firm.store")
 T = schema.tasks
 E = schema.events
 OPEN_VALUES = [str(s) for s in OPEN]
+PendingEvents = Sequence[tuple[str, str | None, str | None, dict[str, Any]]]
 _CLAIM_LOCK = 0x6669726D01  # the advisory lock capped claims take turns under (PostgreSQL)
 
 
@@ -293,8 +294,10 @@ class SqlStore:
 
         @event.listens_for(self.engine, "begin")
         def _on_begin(conn: Connection) -> None:
-            write = conn.get_execution_options().get("firm_write", False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            # Writes take the write lock up front. Reads are single statements, each its own
+            # snapshot in autocommit mode: no BEGIN/COMMIT round for them.
+            if conn.get_execution_options().get("firm_write", False):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     @retrying
     def _check_schema(self, auto_migrate: bool) -> None:
@@ -427,6 +430,20 @@ class SqlStore:
         row = tx.conn.execute(q).first()
         return _task(row) if row else None
 
+    def _lock_family(self, tx: _Tx, task_id: str) -> Task:
+        """The task, read under the lock order: on PostgreSQL its parent's row is locked
+        first (parent before child, everywhere); SQLite's transaction holds the whole file."""
+        if tx.locking:
+            head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
+            if head is None:
+                raise TaskNotFound(task_id)
+            if head[0] is not None:
+                self._lock_task(tx, head[0])
+        task = self._lock_task(tx, task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
     def _open_children(self, conn: Connection, parent_id: str) -> int:
         return conn.execute(
             select(func.count())
@@ -503,9 +520,7 @@ class SqlStore:
                     created_at=tx.now,
                 )
             )
-            self._insert_task(tx, task_id, task_id, None, root, dedupe_key=None)
-            task = self._lock_task(tx, task_id)
-            assert task is not None
+            task = self._insert_task(tx, task_id, task_id, None, root, dedupe_key=None)
             tx.emit(
                 "created",
                 task,
@@ -527,9 +542,10 @@ class SqlStore:
         parent_id: str | None,
         new: NewTask,
         dedupe_key: str | None,
-    ) -> None:
-        tx.conn.execute(
-            insert(T).values(
+    ) -> Task:
+        row = tx.conn.execute(
+            insert(T)
+            .values(
                 id=task_id,
                 root_id=root_id,
                 parent_id=parent_id,
@@ -552,7 +568,9 @@ class SqlStore:
                 prompt_tokens=0,
                 completion_tokens=0,
             )
-        )
+            .returning(*T.c)
+        ).one()
+        return _task(row)
 
     @retrying
     def run(self, run_id: str) -> RunSpec:
@@ -581,7 +599,9 @@ class SqlStore:
             )
 
     @retrying
-    def delegate(self, parent_id: str, turn: int, new: NewTask) -> DelegateResult:
+    def delegate(
+        self, parent_id: str, turn: int, new: NewTask, events: PendingEvents = ()
+    ) -> DelegateResult:
         key_src = f"{parent_id}\x00{turn}\x00{new.assignee}\x00{normalise_title(new.title)}"
         key = hashlib.sha256(key_src.encode()).hexdigest()[:40]
         for _ in range(2):
@@ -599,10 +619,8 @@ class SqlStore:
                         raise StoreError(
                             f"task {parent_id} is {parent.status}; it can no longer delegate"
                         )
-                    task_id = new_task_id()
-                    self._insert_task(tx, task_id, parent.root_id, parent_id, new, key)
-                    task = self._lock_task(tx, task_id)
-                    assert task is not None
+                    tx.pending.extend(events)
+                    task = self._insert_task(tx, new_task_id(), parent.root_id, parent_id, new, key)
                     tx.emit(
                         "delegated",
                         task,
@@ -672,33 +690,33 @@ class SqlStore:
         return claimed
 
     @retrying
-    def settle(self, task_id: str, worker_id: str, outcome: Outcome) -> SettleResult:
+    def settle(
+        self, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents = ()
+    ) -> SettleResult:
         with self._write() as tx:
-            head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
-            if head is None:
-                raise TaskNotFound(task_id)
-            parent_id = head[0]
-            if parent_id is not None:
-                self._lock_task(tx, parent_id)  # parent before child: the global lock order
-            task = self._lock_task(tx, task_id)
-            assert task is not None
+            task = self._lock_family(tx, task_id)
+            parent_id = task.parent_id
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
                 return SettleResult(False, task)
+            tx.pending.extend(events)  # the session's own record comes before its outcome
             done = {"worker_id": None, "lease_expires_at": None, "updated_at": tx.now}
             woke: list[str] = []
             if outcome.kind in ("done", "failed"):
                 status = Status.DONE if outcome.kind == "done" else Status.FAILED
-                tx.conn.execute(
-                    update(T)
-                    .where(T.c.id == task_id)
-                    .values(
-                        status=str(status),
-                        result=outcome.result,
-                        error=outcome.error,
-                        files=json.dumps(list(outcome.files)),
-                        finished_at=tx.now,
-                        **done,
-                    )
+                after = _task(
+                    tx.conn.execute(
+                        update(T)
+                        .where(T.c.id == task_id)
+                        .values(
+                            status=str(status),
+                            result=outcome.result,
+                            error=outcome.error,
+                            files=json.dumps(list(outcome.files)),
+                            finished_at=tx.now,
+                            **done,
+                        )
+                        .returning(*T.c)
+                    ).one()
                 )
                 if status == Status.DONE:
                     tx.emit("completed", task, result=outcome.result, files=list(outcome.files))
@@ -708,10 +726,13 @@ class SqlStore:
             elif outcome.kind == "yielded":
                 still_open = self._open_children(tx.conn, task_id)
                 status = Status.WAITING if still_open else Status.TODO
-                tx.conn.execute(
-                    update(T)
-                    .where(T.c.id == task_id)
-                    .values(status=str(status), turn=T.c.turn + 1, **done)
+                after = _task(
+                    tx.conn.execute(
+                        update(T)
+                        .where(T.c.id == task_id)
+                        .values(status=str(status), turn=T.c.turn + 1, **done)
+                        .returning(*T.c)
+                    ).one()
                 )
                 tx.emit("waiting", task, open_subtasks=still_open)
                 if not still_open:  # invariant 2: reports all finished before the turn ended
@@ -719,7 +740,6 @@ class SqlStore:
                     woke = [task_id]
             else:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
-            after = self._lock_task(tx, task_id)
         return SettleResult(True, after, woke)
 
     @retrying
