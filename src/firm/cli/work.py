@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from firm.api import Firm
+from firm.cli.authority import BudgetOption, GrantOption, LimitOption, TtlOption, grant_request
 from firm.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
@@ -100,9 +101,14 @@ def run(
         float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
     ] = 0.0,
     seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
+    grant: GrantOption = None,
+    limit: LimitOption = None,
+    ttl: TtlOption = None,
+    budget: BudgetOption = None,
     json_mode: JsonOption = False,
 ) -> None:
     """Give the company a goal and watch it work, to the end."""
+    request = grant_request(grant, limit, ttl, budget)
     org = load_org(org_file)
     firm = Firm(db, max_concurrent=max_concurrent or org.max_concurrent)
     try:
@@ -117,6 +123,7 @@ def run(
             workspace=workspace,
             priority=priority,
             language=language,
+            grant=request,
         )
     except FirmError:
         firm.close()
