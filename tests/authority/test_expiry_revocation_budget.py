@@ -23,7 +23,7 @@ company: Team Co
 tool_modules: [crm_tools.py]
 agents:
   - {id: ceo, name: Ava, title: Chief Executive Officer, tools: ["crm.*", "files.*"]}
-  - {id: cto, name: Ben, title: Chief Technology Officer, reports_to: ceo, tools: ["crm.*", "files.*"]}
+  - {id: cto, name: Ben, title: CTO, reports_to: ceo, tools: ["crm.*", "files.*"]}
   - {id: cmo, name: Cleo, title: Chief Marketing Officer, reports_to: ceo, tools: ["files.*"]}
   - {id: dev, name: Dee, title: Engineer, reports_to: cto, tools: ["crm.*", "files.*"]}
 """
