@@ -104,7 +104,7 @@ class Grant:
         budget_tokens: int | None = None,
     ) -> Grant:
         return cls(
-            scopes=sc.minimal(scopes),
+            scopes=sc.minimal(sc.render(sc.parse(p)) for p in scopes),
             limits=dict(sorted((limits or {}).items())),
             expires_at=expires_at,
             budget_tokens=budget_tokens,
