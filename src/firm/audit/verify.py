@@ -12,8 +12,10 @@ Three checks, each with a verdict (PASS, FAIL, or SKIP when it could not run):
   delegator's;
 - containment: every allowed tool call of the tree was within its node's grant (scope and
   the agent's own tools, each limited argument within its ceiling), checked before the node or
-  any ancestor was revoked — the cascade recomputed from the tree, not read from the log — and
-  before any of their grants expired.
+  any ancestor was revoked — the cascade recomputed from the tree, not read from the log —,
+  before the node ended, and before any of their grants expired. Where a check stood in the
+  log is what the call's entry says (checked_seq: the head when the check read the state),
+  but never earlier than the node's previous entry: its session had seen that one.
 
 Budgets are carved at delegation and checked by monotonicity; token usage is not in the log,
 so spending within a budget is not something a bundle can prove.
@@ -346,9 +348,12 @@ def _containment(
     entries: list[Entry], nodes: dict[str, Node], tree: set[str], org: OrgChart | None
 ) -> Check:
     revoked_at: dict[str, int] = {}
+    ended_at: dict[str, int] = {}
     for e in entries:
         if e.kind == "revoked" and e.task_id is not None:
             revoked_at.setdefault(e.task_id, e.seq)
+        if e.kind in ("completed", "failed", "cancelled") and e.task_id is not None:
+            ended_at.setdefault(e.task_id, e.seq)
     problems: list[str] = []
     allowed = denied = 0
     last_seen: dict[str, int] = {}
@@ -364,7 +369,7 @@ def _containment(
         if e.kind != "tool_call" or e.data.get("allowed") is not True:
             continue
         allowed += 1
-        problem = _contained(e, previous, nodes, revoked_at, org)
+        problem = _contained(e, previous, nodes, revoked_at, ended_at, org)
         if problem:
             problems.append(f"entry {e.seq} ({e.data.get('tool')} by {tid}): {problem}")
     if problems:
@@ -382,6 +387,7 @@ def _contained(
     previous: int | None,
     nodes: dict[str, Node],
     revoked_at: dict[str, int],
+    ended_at: dict[str, int],
     org: OrgChart | None,
 ) -> str | None:
     assert e.data is not None and e.task_id is not None
@@ -410,6 +416,9 @@ def _contained(
         if r is not None and at >= r:
             whose = "the task" if anc == e.task_id else f"its ancestor {anc}"
             return f"allowed after {whose} was revoked (entry {r})"
+    end = ended_at.get(e.task_id)
+    if end is not None and at >= end:
+        return f"allowed after the task ended (entry {end})"
     when = e.data.get("checked_at")
     t = float(when) if isinstance(when, int | float) and when <= e.ts else e.ts
     if tool not in EXEMPT_FROM_EXPIRY:
