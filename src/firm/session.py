@@ -168,7 +168,7 @@ class Session(ToolContext):
             return None
         used = fresh.usage.get("prompt_tokens", 0) + fresh.usage.get("completion_tokens", 0)
         reserved = [(c.grant or {}).get("budget_tokens") for c in self.store.children(self.task.id)]
-        return remaining_budget(grant, used, reserved)
+        return max(0, remaining_budget(grant, used, reserved) or 0)
 
     def standing(self) -> tuple[Standing, Task]:
         """Read, at one moment, what bounds this task: its lineage's expiry and revocation,
@@ -234,7 +234,13 @@ class Session(ToolContext):
         return ToolResult(ok, content)
 
     def _stop_if_cancelled(self, fresh: Task) -> None:
-        if self._cancel.is_set() or fresh.status != Status.IN_PROGRESS:
+        if fresh.status == Status.IN_PROGRESS and fresh.worker_id != self.worker_id:
+            self.cancel_reason = f"task {self.task.id} was handed to another worker"
+        if (
+            self._cancel.is_set()
+            or fresh.status != Status.IN_PROGRESS
+            or fresh.worker_id != self.worker_id
+        ):
             self._cancel.set()
             raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
 
