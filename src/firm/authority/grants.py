@@ -18,10 +18,10 @@ empower a report with a tool it cannot call itself.
 
 Budget carving (the rule `derive_grant` applies): a subtask's budget is reserved out of what
 its delegator has left when it is created, so siblings cannot each spend the whole. It is the
-smallest of the assignee's own ``budget_tokens``, what the delegation asks for, and what the
-delegator has left; when neither the assignee nor the delegation names an amount, it is an
-equal share: the delegator's budget divided by its number of direct reports plus one (the
-share the delegator keeps for its own work). A reservation is not returned when the subtask
+smaller of the assignee's own ``budget_tokens`` and what a narrowing asks for (when either
+names an amount), else an equal share — the delegator's budget divided by its number of direct
+reports plus one, the share the delegator keeps for its own work — and never more than the
+delegator has left. A reservation is not returned when the subtask
 ends early; a task's remaining budget is its budget minus its own usage minus every budget it
 reserved for its subtasks (`remaining_budget`).
 """
