@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import (
     Connection,
+    bindparam,
     case,
     create_engine,
     event,
@@ -96,6 +97,23 @@ def _event(row: Row[Any]) -> Event:
         prev_hash=m["prev_hash"],
         hash=m["hash"],
     )
+
+
+def _lineage_statement():  # type: ignore[no-untyped-def]
+    """A task and its ancestors, nearest first: one recursive CTE, built once (it runs
+    before every tool call, and building an aliased statement costs more than running it)."""
+    base = select(T.c.id.label("id"), literal(0).label("depth")).where(
+        T.c.id == bindparam("task_id")
+    )
+    up = base.cte("lineage", recursive=True)
+    p = T.alias("p")
+    up = up.union_all(
+        select(p.c.parent_id, (up.c.depth + 1)).where(p.c.id == up.c.id, p.c.parent_id.is_not(None))
+    )
+    return select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)
+
+
+_LINEAGE = _lineage_statement()
 
 
 class _Tx:
@@ -803,17 +821,9 @@ class SqlStore:
         The head is read first: a revocation committed after it cannot be missing from the
         task rows read after it, so "not revoked as of seq N" is a claim the log can back.
         """
-        base = select(T.c.id.label("id"), literal(0).label("depth")).where(T.c.id == task_id)
-        up = base.cte("lineage", recursive=True)
-        p = T.alias("p")
-        up = up.union_all(
-            select(p.c.parent_id, (up.c.depth + 1)).where(
-                p.c.id == up.c.id, p.c.parent_id.is_not(None)
-            )
-        )
         with self._read() as conn:
             seq = conn.execute(select(schema.chain_head.c.seq)).scalar_one()
-            rows = conn.execute(select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)).all()
+            rows = conn.execute(_LINEAGE, {"task_id": task_id}).all()
         if not rows:
             raise TaskNotFound(task_id)
         return seq, [_task(r) for r in rows]
