@@ -17,6 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from firm.audit.export import export_bundle
+from firm.audit.keys import AuditKey, key_dir_for, load_or_create_key
+from firm.authority.grants import GrantRequest
 from firm.brains import Brain
 from firm.engine import Engine
 from firm.errors import OrgChartError
@@ -101,9 +104,13 @@ class Firm:
         workspace: str | Path | None = None,
         priority: str = "normal",
         language: str | None = None,
-        grant: dict[str, Any] | None = None,
+        grant: GrantRequest | dict[str, Any] | None = None,
     ) -> Task:
-        """Create the root task for a goal. Nothing runs until run_until/run_until_idle."""
+        """Create the root task for a goal. Nothing runs until run_until/run_until_idle.
+
+        `grant` narrows the top agent's authority for this run, e.g.
+        ``{"tools": ["crm.query"], "limits": {"max_rows": 100}, "ttl": 3600}``.
+        """
         org_yaml = None
         if not isinstance(org, OrgChart):
             path = Path(org)
@@ -152,6 +159,22 @@ class Firm:
         if self._engine is not None:
             return self._engine.cancel(task_id, reason)
         return self.store.cancel(task_id, reason)
+
+    def revoke(self, task_id: str, reason: str = "revoked by the user") -> list[Task]:
+        """Revoke a task's authority and its subtree's; returns the tasks revoked."""
+        if self._engine is not None:
+            return self._engine.revoke(task_id, reason)
+        return self.store.revoke(task_id, reason)
+
+    # --- the audit trail -----------------------------------------------------------------
+
+    def audit_key(self) -> AuditKey:
+        """The company's signing key pair (made on first use beside the database)."""
+        return load_or_create_key(key_dir_for(self.store.url))
+
+    def export_audit(self, task_id: str) -> dict[str, Any]:
+        """The signed audit bundle of a task's tree (see firm.audit.export)."""
+        return export_bundle(self.store, task_id, self.audit_key())
 
     # --- reading -------------------------------------------------------------------------
 

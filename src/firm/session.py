@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from firm.audit.chain import digest
-from firm.authority.check import Denial, check_call
+from firm.authority.check import Denial, Link, Standing
+from firm.authority.grants import Grant, GrantError, remaining_budget
 from firm.errors import FirmError, StoreError, ToolError, WorkspaceError
 from firm.org import AgentSpec, OrgChart
 from firm.store.base import NewTask, Store
@@ -154,33 +156,74 @@ class Session(ToolContext):
         self._tokens_used += prompt_tokens + completion_tokens
         self.store.add_usage(self.task.id, calls, prompt_tokens, completion_tokens)
 
+    # --- authority -----------------------------------------------------------------------
+
+    @property
+    def grant(self) -> Grant:
+        """The grant this task runs under (what it holds and may hand down)."""
+        return self.company.grant_of(self.task)
+
     def tokens_remaining(self) -> int | None:
-        """Tokens left in the grant's budget_tokens for this task (None: no budget)."""
-        budget = (self.task.grant or {}).get("budget_tokens")
-        if budget is None:
+        """Model tokens this session may still spend; None means unlimited.
+
+        The grant's budget less this task's own recorded usage (record_usage) and less the
+        budgets reserved for the subtasks it delegated. A brain checks it before each model
+        call and, when the next call would go past it, stops the session with
+        fail_task("budget_exhausted: ..."); a tool call made at or below zero is denied with
+        budget_exhausted.
+        """
+        return self._remaining(self.store.get_task(self.task.id))
+
+    def _remaining(self, fresh: Task) -> int | None:
+        grant = self.grant
+        if grant.budget_tokens is None:
             return None
-        used = self.task.usage.get("prompt_tokens", 0) + self.task.usage.get("completion_tokens", 0)
-        return max(0, int(budget) - used - self._tokens_used)
+        used = fresh.usage.get("prompt_tokens", 0) + fresh.usage.get("completion_tokens", 0)
+        reserved = [(c.grant or {}).get("budget_tokens") for c in self.store.children(self.task.id)]
+        return max(0, remaining_budget(grant, used, reserved) or 0)
+
+    def standing(self) -> tuple[Standing, Task]:
+        """Read, at one moment, what bounds this task: its lineage's expiry and revocation,
+        its budget; and the log's head, which places the check in the audit trail."""
+        head, lineage = self.store.lineage(self.task.id)
+        fresh = lineage[0]
+        links = []
+        for t in lineage:
+            grant = self.company.grant_of(t)
+            links.append(Link(t.id, grant.expires_at, t.revoked))
+        standing = Standing(
+            task_id=self.task.id,
+            agent=self.agent_id,
+            grant=self.grant,
+            lineage=tuple(links),
+            tokens_remaining=self._remaining(fresh),
+            checked_seq=head,
+            checked_at=round(time.time(), 6),
+        )
+        return standing, fresh
 
     # --- tools ---------------------------------------------------------------------------
 
     def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
         """Run a tool by dotted name or model name, through the one checked path."""
-        self.check_cancelled()
+        standing, fresh = self.standing()
+        revoked = any(link.revoked for link in standing.lineage)
+        if not revoked:
+            # A revoked task is also cancelled; its calls are denied (and logged) as revoked
+            # rather than cut short, so the model and the log both say why.
+            self._stop_if_cancelled(fresh)
         tool = self.company.registry.find(name)
         offered = {t.name for t in self.tools()}
         if tool is None or (tool.lifecycle and tool.name not in offered):
             names = ", ".join(sorted(t.model_name for t in self.tools()))
             return self._refuse(name, f"there is no tool {name!r} (available: {names})")
         try:
-            args = tool.validate(arguments)
+            args, given = tool.parse(arguments)
         except ToolError as exc:
             return self._refuse(tool.name, str(exc))
-        denial = check_call(self.org, self.task, tool, args) or self.company.check(
-            self.task, tool, args
-        )
+        denial = self.company.check(standing, tool, args, given)
         if denial is not None:
-            self._log_denial(tool, args, denial)
+            self._log_denial(tool, args, given, denial, standing)
             return ToolResult(False, f"error: {denial}", denial)
         try:
             kwargs = dict(args)
@@ -188,7 +231,7 @@ class Session(ToolContext):
                 kwargs[tool.context_param] = self
             value = tool.fn(**kwargs)
             if tool.is_async:
-                value = asyncio.run(value)
+                value = _run_coroutine(value)
             content = value if isinstance(value, str) else _to_text(value)
             ok = True
         except SessionCancelled:
@@ -199,8 +242,19 @@ class Session(ToolContext):
             content, ok = f"error: {exc}", False
         except Exception as exc:  # a user tool's bug must not take the session down
             content, ok = f"error: {tool.name} raised {type(exc).__name__}: {exc}", False
-        self._log_call(tool, args, content, ok)
+        self._log_call(tool, args, given, content, ok, standing)
         return ToolResult(ok, content)
+
+    def _stop_if_cancelled(self, fresh: Task) -> None:
+        if fresh.status == Status.IN_PROGRESS and fresh.worker_id != self.worker_id:
+            self.cancel_reason = f"task {self.task.id} was handed to another worker"
+        if (
+            self._cancel.is_set()
+            or fresh.status != Status.IN_PROGRESS
+            or fresh.worker_id != self.worker_id
+        ):
+            self._cancel.set()
+            raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
 
     def _refuse(self, name: str, message: str) -> ToolResult:
         self.store.append_events(
@@ -208,7 +262,29 @@ class Session(ToolContext):
         )
         return ToolResult(False, f"error: {message}")
 
-    def _log_call(self, tool: ToolDef, args: dict[str, Any], content: str, ok: bool) -> None:
+    def _authority_data(
+        self, tool: ToolDef, args: dict[str, Any], given: frozenset[str], standing: Standing
+    ) -> dict[str, Any]:
+        """What the audit verifier needs to re-decide the call: where the check stood in the
+        log, when it ran, and each limited argument with the ceiling that bounds it."""
+        data: dict[str, Any] = {
+            "checked_seq": standing.checked_seq,
+            "checked_at": standing.checked_at,
+        }
+        if tool.limits:
+            data["limited_args"] = {a: args.get(a) if a in given else None for a in tool.limits}
+            data["ceilings"] = dict(tool.limits)
+        return data
+
+    def _log_call(
+        self,
+        tool: ToolDef,
+        args: dict[str, Any],
+        given: frozenset[str],
+        content: str,
+        ok: bool,
+        standing: Standing,
+    ) -> None:
         data = {
             "tool": tool.name,
             "allowed": True,
@@ -216,14 +292,20 @@ class Session(ToolContext):
             "args_digest": digest(args),
             "result_digest": digest(content),
             "summary": _summary(tool, args),
+            **self._authority_data(tool, args, given, standing),
         }
-        if tool.limits:
-            data["limited_args"] = {a: args.get(a) for a in tool.limits}
         if not ok:
             data["error"] = content[:500]
         self.store.append_events([("tool_call", self.task.id, self.agent_id, data)])
 
-    def _log_denial(self, tool: ToolDef, args: dict[str, Any], denial: Denial) -> None:
+    def _log_denial(
+        self,
+        tool: ToolDef,
+        args: dict[str, Any],
+        given: frozenset[str],
+        denial: Denial,
+        standing: Standing,
+    ) -> None:
         data = {
             "tool": tool.name,
             "allowed": False,
@@ -231,11 +313,15 @@ class Session(ToolContext):
             "reason": denial.reason,
             "args_digest": digest(args),
             "summary": _summary(tool, args),
+            **self._authority_data(tool, args, given, standing),
         }
-        if tool.limits:
-            data["limited_args"] = {a: args.get(a) for a in tool.limits}
         self.store.append_events([("tool_denied", self.task.id, self.agent_id, data)])
-        self.company.on_denial(self.task, denial)
+        if denial.code != "revoked" and self.company.on_denial(self.task, denial):
+            self.store.revoke(
+                self.task.id,
+                f"{denial.code} on {tool.name} (on_denial: revoke)",
+                by="policy",
+            )
 
     # --- ToolContext: what the built-in tools do -----------------------------------------
 
@@ -276,7 +362,18 @@ class Session(ToolContext):
             prio = Priority.parse(priority) if priority else self.task.priority
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        grant = self.company.derive_grant(self.task, assignee, tools=tools, limits=limits, ttl=ttl)
+        try:
+            grant = self.company.derive_grant(
+                self.task,
+                assignee,
+                tools=tools,
+                limits=limits,
+                ttl=ttl,
+                now=time.time(),
+                remaining_budget=self.tokens_remaining(),
+            )
+        except GrantError as exc:
+            raise ToolError(f"cannot narrow the subtask's authority: {exc}") from None
         new = NewTask(
             title=title.strip()[:500],
             description=description.strip(),
@@ -328,6 +425,28 @@ class Session(ToolContext):
         if text:
             return Outcome.done(text, self.files_written)
         return Outcome.failed(f"{self.agent_id} ended its session without a result")
+
+
+def _run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run an async tool to completion, also when the brain itself runs inside an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name="firm-async-tool")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _to_text(value: Any) -> str:

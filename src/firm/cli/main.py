@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from firm.cli import inspect, scale, work
+from firm.cli import audit, authority, inspect, scale, work
 from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
 from firm.errors import FirmError, OrgChartError
 
@@ -22,6 +22,8 @@ app = typer.Typer(
 work.register(app)
 inspect.register(app)
 scale.register(app)
+authority.register(app)
+audit.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

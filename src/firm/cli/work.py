@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from firm.api import Firm
+from firm.cli.authority import BudgetOption, GrantOption, LimitOption, TtlOption, grant_request
 from firm.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
@@ -111,9 +112,14 @@ def run(
     max_iterations: Annotated[
         int | None, typer.Option(min=1, max=1000, help="LLM: model calls per session at most.")
     ] = None,
+    grant: GrantOption = None,
+    limit: LimitOption = None,
+    ttl: TtlOption = None,
+    budget: BudgetOption = None,
     json_mode: JsonOption = False,
 ) -> None:
     """Give the company a goal and watch it work, to the end."""
+    request = grant_request(grant, limit, ttl, budget)
     org = load_org(org_file)
     if brain == "llm":
         from firm.brains.llm import submission_options
@@ -136,6 +142,7 @@ def run(
             workspace=workspace,
             priority=priority,
             language=language,
+            grant=request,
         )
     except FirmError:
         firm.close()

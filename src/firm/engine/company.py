@@ -1,13 +1,19 @@
-"""A company at run time: the org chart a run started with, its brain, tools and workspace."""
+"""A company at run time: the org chart a run started with, its brain, tools and workspace.
+
+The authority hooks (offers, check, derive_grant, on_denial) are where the company applies
+the grant algebra of firm.authority; a subclass may tighten them, never loosen what the
+grants say (the audit verifier would catch it).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from firm.authority.check import Denial
-from firm.authority.scopes import allows
+from firm.authority import grants as g
+from firm.authority.check import Denial, Standing, check_call
 from firm.brains import Brain, make_brain
 from firm.org import OrgChart, parse_org
 from firm.store.base import RunSpec
@@ -54,11 +60,25 @@ class Company:
 
     # --- authority hooks -----------------------------------------------------------------
 
-    def offers(self, task: Task, tool: ToolDef) -> bool:
-        return allows(self.org.tools_of(task.assignee), tool.name)
+    def grant_of(self, task: Task) -> g.Grant:
+        """The grant a task runs under. A task stored without one (written by a firm before
+        grants, or straight into the store) holds what its org-chart entry allows."""
+        if task.grant is None:
+            return g.authority_of(self.org, task.assignee, task.created_at)
+        return g.Grant.from_dict(task.grant)
 
-    def check(self, task: Task, tool: ToolDef, args: dict[str, Any]) -> Denial | None:
-        return None
+    def offers(self, task: Task, tool: ToolDef) -> bool:
+        """Whether to show a tool to the agent: in its grant and in its own tools."""
+        return g.may_call(self.grant_of(task), self.org, task.assignee, tool.name)
+
+    def check(
+        self,
+        standing: Standing,
+        tool: ToolDef,
+        args: Mapping[str, Any],
+        given: frozenset[str] | None = None,
+    ) -> Denial | None:
+        return check_call(self.org, standing, tool, args, given)
 
     def derive_grant(
         self,
@@ -68,8 +88,16 @@ class Company:
         tools: list[str] | None,
         limits: dict[str, float] | None,
         ttl: float | None,
-    ) -> dict[str, Any] | None:
-        return None
+        now: float,
+        remaining_budget: int | None,
+    ) -> dict[str, Any]:
+        """The grant of a subtask, as stored JSON. Raises GrantError for a bad narrowing."""
+        request = g.GrantRequest.build(tools=tools, limits=limits, ttl=ttl)
+        derived = g.derive_grant(
+            self.grant_of(parent), self.org, assignee, request, now, remaining_budget
+        )
+        return derived.to_dict()
 
-    def on_denial(self, task: Task, denial: Denial) -> None:
-        return None
+    def on_denial(self, task: Task, denial: Denial) -> bool:
+        """Whether a denial revokes the node (and its subtree): the org's `on_denial` policy."""
+        return self.org.on_denial == "revoke"

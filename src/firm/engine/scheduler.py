@@ -27,6 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from firm.audit.checkpoint import Checkpointer
+from firm.authority.grants import GrantError, GrantRequest, root_grant
 from firm.brains import Brain
 from firm.engine.brief import build_brief
 from firm.engine.company import Company
@@ -118,6 +120,7 @@ class Engine:
         self._recheck = threading.Event()  # a cancel too big to list: check running tasks
         self._unsubscribe = store.subscribe(self._on_events)
         self._unlisten: Callable[[], None] | None = None
+        self.checkpoints = Checkpointer(store)
         self.peak_running = 0
         self.sessions_run = 0
 
@@ -135,14 +138,22 @@ class Engine:
         priority: str | Priority = "normal",
         language: str | None = None,
         org_yaml: str | None = None,
-        grant: dict[str, Any] | None = None,
+        grant: GrantRequest | dict[str, Any] | None = None,
         submitter: str = "user",
     ) -> Task:
-        """Create the root task of a new run; the engine (this one or another) will work it."""
+        """Create the root task of a new run; the engine (this one or another) will work it.
+
+        `grant` narrows the top agent's authority for this run: a GrantRequest or a dict with
+        any of tools (names or globs), limits (ceilings), ttl (seconds), budget_tokens.
+        """
         goal = goal.strip()
         if not goal:
             raise FirmError("the goal is empty")
         agent = top_agent(org, to)
+        try:
+            authority = root_grant(org, agent.id, grant, time.time())
+        except GrantError as exc:
+            raise FirmError(f"the grant asked for is malformed: {exc}") from None
         ws = Path(workspace or org.workspace or "workspace")
         if not ws.is_absolute() and org.workspace and workspace is None and "<" not in org.source:
             ws = Path(org.source).parent / ws
@@ -168,7 +179,7 @@ class Engine:
             created_by=submitter,
             priority=prio,
             language=language or detect_language(goal),
-            grant=grant,
+            grant=authority.to_dict(),
         )
         task = self.store.create_run(run, root)
         with self._companies_lock:
@@ -218,7 +229,18 @@ class Engine:
         """Cancel a task and its open subtree in one statement; running sessions stop."""
         cancelled = self.store.cancel(task_id, reason, by)
         self._signal([t.id for t in cancelled])
+        self.checkpoints.after_ended(cancelled)
         return cancelled
+
+    def revoke(
+        self, task_id: str, reason: str = "revoked by the user", by: str = "user"
+    ) -> list[Task]:
+        """Revoke a task's authority and its subtree's; open tasks there are cancelled and
+        their running sessions stop (any tool call they still make is denied as revoked)."""
+        revoked = self.store.revoke(task_id, reason, by)
+        self._signal([t.id for t in revoked])
+        self.checkpoints.after_ended(revoked)
+        return revoked
 
     def run_until(self, root_id: str, timeout: float | None = None) -> Task:
         """Work until the task is terminal (or nothing can move any more); return it."""
@@ -375,7 +397,9 @@ class Engine:
             if outcome is not None:
                 with self._running_lock:
                     self._settling.add(task.id)
-                self.store.settle(task.id, self.worker_id, outcome)
+                settled = self.store.settle(task.id, self.worker_id, outcome)
+                if settled.applied and settled.task is not None:
+                    self.checkpoints.after_ended([settled.task])
         except StoreUnavailable as exc:
             # Not the agent's fault: leave the task to its lease; recovery re-runs it.
             log.error("session of %s cannot reach the store (%s); handing it back", task.id, exc)

@@ -23,15 +23,19 @@ from typing import Any
 
 from sqlalchemy import (
     Connection,
+    bindparam,
+    case,
     create_engine,
     event,
     exists,
+    false,
     func,
     insert,
     literal,
     or_,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy.engine import Row
@@ -121,6 +125,23 @@ def _event(row: Row[Any]) -> Event:
         prev_hash=m["prev_hash"],
         hash=m["hash"],
     )
+
+
+def _lineage_statement():  # type: ignore[no-untyped-def]
+    """A task and its ancestors, nearest first: one recursive CTE, built once (it runs
+    before every tool call, and building an aliased statement costs more than running it)."""
+    base = select(T.c.id.label("id"), literal(0).label("depth")).where(
+        T.c.id == bindparam("task_id")
+    )
+    up = base.cte("lineage", recursive=True)
+    p = T.alias("p")
+    up = up.union_all(
+        select(p.c.parent_id, (up.c.depth + 1)).where(p.c.id == up.c.id, p.c.parent_id.is_not(None))
+    )
+    return select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)
+
+
+_LINEAGE = _lineage_statement()
 
 
 class _Tx:
@@ -531,6 +552,7 @@ class SqlStore:
                 created_by=task.created_by,
                 grant=task.grant,
                 brain=run.brain,
+                org_sha256=hashlib.sha256(run.org_yaml.encode()).hexdigest(),
             )
         return task
 
@@ -779,6 +801,53 @@ class SqlStore:
         return cancelled
 
     @retrying
+    def revoke(self, task_id: str, reason: str, by: str = "user") -> list[Task]:
+        """Revoke a task's authority and its whole subtree's, in one statement.
+
+        Every task in the subtree is marked revoked (terminal ones too: the flag is a fact about
+        authority, which the audit trail relies on); the open ones are also cancelled, so their
+        sessions stop at their next step. Returns the tasks newly revoked.
+        """
+        with self._write() as tx:
+            head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
+            if head is None:
+                raise TaskNotFound(task_id)
+            parent_id = head[0]
+            if parent_id is not None:
+                self._lock_task(tx, parent_id)
+            sub = self._subtree_ids(task_id, open_only=False).subquery()
+            if tx.locking:  # lock the subtree top-down, the same order settle uses
+                tx.conn.execute(
+                    select(T.c.id)
+                    .join(sub, sub.c.id == T.c.id)
+                    .order_by(sub.c.depth, T.c.id)
+                    .with_for_update(of=T)
+                )
+            was_open = T.c.status.in_(OPEN_VALUES)
+            rows = tx.conn.execute(
+                update(T)
+                .where(T.c.id.in_(select(sub.c.id)), T.c.revoked == false())
+                .values(
+                    revoked=true(),
+                    status=case((was_open, str(Status.CANCELLED)), else_=T.c.status),
+                    error=case((was_open, f"revoked: {reason}"), else_=T.c.error),
+                    finished_at=case((was_open, tx.now), else_=T.c.finished_at),
+                    lease_expires_at=case((was_open, None), else_=T.c.lease_expires_at),
+                    updated_at=tx.now,
+                )
+                .returning(*T.c)
+            ).all()
+            revoked = [_task(r) for r in rows]
+            for t in revoked:
+                tx.emit("revoked", t, reason=reason, by=by, origin=task_id)
+            for t in revoked:  # RETURNING shows new rows: those cancelled now finished now
+                if t.status == Status.CANCELLED and t.finished_at == tx.now:
+                    tx.emit("cancelled", t, reason=f"revoked: {reason}", by=by)
+            if revoked:
+                self._wake_if_done(tx, parent_id)
+        return revoked
+
+    @retrying
     def recover(self, worker_alive: Callable[[str], bool | None]) -> dict[str, list[str]]:
         """Invariant 5, set-based: requeue orphaned sessions, wake managers with nothing open.
 
@@ -957,6 +1026,24 @@ class SqlStore:
                     self._changed.wait(min(remaining, interval))
 
     @retrying
+    def event_span(self, task_ids: Iterable[str]) -> tuple[int, int] | None:
+        """The first and last seq of the events of these tasks, or None if they have none."""
+        ids = list(task_ids)
+        lo: int | None = None
+        hi: int | None = None
+        with self._read() as conn:
+            for i in range(0, len(ids), 500):  # bounded IN lists, whatever the tree's size
+                row = conn.execute(
+                    select(func.min(E.c.seq), func.max(E.c.seq)).where(
+                        E.c.task_id.in_(ids[i : i + 500])
+                    )
+                ).one()
+                if row[0] is not None:
+                    lo = row[0] if lo is None else min(lo, row[0])
+                    hi = row[1] if hi is None else max(hi, row[1])
+        return None if lo is None or hi is None else (lo, hi)
+
+    @retrying
     def last_seq(self) -> int:
         with self._read() as conn:
             return conn.execute(select(schema.chain_head.c.seq)).scalar_one()
@@ -985,6 +1072,20 @@ class SqlStore:
                 select(T.c.status, T.c.revoked, T.c.worker_id).where(T.c.id == task_id)
             ).first()
         return (Status(row[0]), bool(row[1]), row[2]) if row else None
+
+    @retrying
+    def lineage(self, task_id: str) -> tuple[int, list[Task]]:
+        """The log's head seq, then the task and its ancestors (nearest first).
+
+        The head is read first: a revocation committed after it cannot be missing from the
+        task rows read after it, so "not revoked as of seq N" is a claim the log can back.
+        """
+        with self._read() as conn:
+            seq = conn.execute(select(schema.chain_head.c.seq)).scalar_one()
+            rows = conn.execute(_LINEAGE, {"task_id": task_id}).all()
+        if not rows:
+            raise TaskNotFound(task_id)
+        return seq, [_task(r) for r in rows]
 
     @retrying
     def children(self, task_id: str) -> list[Task]:

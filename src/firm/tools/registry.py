@@ -84,6 +84,13 @@ class ToolDef:
 
     def validate(self, arguments: dict[str, Any] | str | None) -> dict[str, Any]:
         """Parse and check arguments; raise ToolError with a message a model can act on."""
+        return self.parse(arguments)[0]
+
+    def parse(
+        self, arguments: dict[str, Any] | str | None
+    ) -> tuple[dict[str, Any], frozenset[str]]:
+        """Like validate, and also which arguments the caller passed (the rest are defaults):
+        a limited argument left to its default must not slip past its ceiling."""
         if arguments is None or arguments == "":
             arguments = {}
         if isinstance(arguments, str):
@@ -115,7 +122,8 @@ class ToolDef:
             raise ToolError(
                 f"{self.model_name}: " + "; ".join(parts) + f" (arguments: {allowed})"
             ) from None
-        return {k: getattr(model, k) for k in self.args_model.model_fields}
+        values = {k: getattr(model, k) for k in self.args_model.model_fields}
+        return values, frozenset(model.model_fields_set)
 
 
 def _args_model(name: str, fn: Callable[..., Any]) -> tuple[type[BaseModel], str | None]:

@@ -102,6 +102,20 @@ class Workspace:
         target = self.resolve(path)
         if offset < 0 or (length is not None and length < 0):
             raise WorkspaceError("offset and length must not be negative")
+        cap = self.limits.max_read_bytes
+        if length is not None and length > cap:
+            raise WorkspaceError(
+                f"length {length} is over the read limit of {cap} bytes; read in parts"
+            )
+        # Look before opening: opening a device can have effects of its own (a tape rewinds).
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            raise WorkspaceError(f"{path!r} does not exist") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise WorkspaceError(f"{path!r} is a folder; use files.list")
+        if not stat.S_ISREG(st.st_mode):
+            raise WorkspaceError(f"{path!r} is not a regular file (device, FIFO or socket)")
         try:
             fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
@@ -118,13 +132,13 @@ class Workspace:
                 raise WorkspaceError(f"{path!r} is a folder; use files.list")
             if not stat.S_ISREG(st.st_mode):
                 raise WorkspaceError(f"{path!r} is not a regular file (device, FIFO or socket)")
-            cap = self.limits.max_read_bytes
-            if length is None and offset == 0 and st.st_size > cap:
+            rest = max(0, st.st_size - offset)
+            if length is None and rest > cap:
                 raise WorkspaceError(
                     f"{path!r} is {st.st_size} bytes, over the read limit of {cap}; read it in "
-                    "parts with offset and length"
+                    f"parts with offset and length (at most {cap} bytes each)"
                 )
-            want = min(cap, st.st_size - offset if length is None else length)
+            want = rest if length is None else min(length, rest)
             os.lseek(fd, offset, os.SEEK_SET)
             data = os.read(fd, max(want, 0))
         finally:
@@ -149,6 +163,17 @@ class Workspace:
             raise WorkspaceError(f"{path!r} exists and is not a regular file")
         if st is None:
             self._reserve_file(path)
+        try:
+            self._write_atomically(path, target, data)
+        except BaseException:
+            if st is None:
+                self._release_file()
+            raise
+        return len(data)
+
+    def _write_atomically(self, path: str, target: Path, data: bytes) -> None:
+        """A temporary file beside the target, flushed to disk, renamed over it: a reader or a
+        crash sees the old file or the new one, never half of one."""
         parent = target.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -160,12 +185,14 @@ class Workspace:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+                os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would hide deliverables
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        return len(data)
 
     def list(self, path: str = ".") -> list[str]:
         """Files under a folder, as workspace paths, folders first level marked with '/'."""
@@ -202,3 +229,8 @@ class Workspace:
                     f"cannot create {path!r}"
                 )
             self._file_count += 1
+
+    def _release_file(self) -> None:
+        with self._count_lock:
+            if self._file_count:
+                self._file_count -= 1

@@ -1,0 +1,72 @@
+"""Checkpoints: the log's head signed with the company key and recorded in the log itself.
+
+A `checkpoint` event holds the seq and hash it signs (an earlier entry: the event cannot sign
+itself) and the signature, so anyone holding the public key can later check that the log up to
+that entry is the one the company had. The engine makes one when a run's root task ends;
+export makes one for the last entry of the bundle it writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+
+from firm.audit.keys import AuditKey, key_dir_for, load_or_create_key
+from firm.store.base import Event, Store
+from firm.tasks import Task
+
+log = logging.getLogger("firm.audit")
+
+
+def entry_at(store: Store, seq: int) -> Event:
+    found = store.events_after(seq - 1, limit=1)
+    if not found or found[0].seq != seq:
+        raise LookupError(f"the log has no entry {seq}")
+    return found[0]
+
+
+def sign_entry(
+    store: Store, key: AuditKey, seq: int, *, task_id: str | None, reason: str
+) -> dict[str, object]:
+    """Sign the entry at `seq` and record the checkpoint; returns the signed head."""
+    entry = entry_at(store, seq)
+    signed = {
+        "seq": entry.seq,
+        "hash": entry.hash,
+        "signature": key.sign_head(entry.seq, entry.hash),
+        "public_key": key.public_text,
+    }
+    store.append_events([("checkpoint", task_id, None, {**signed, "reason": reason})])
+    return signed
+
+
+class Checkpointer:
+    """Signs the log's head when runs end. Loads (or makes) the key on first need; a key that
+    cannot be had is logged, never allowed to stop the engine."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._key: AuditKey | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def key(self) -> AuditKey:
+        with self._lock:
+            if self._key is None:
+                self._key = load_or_create_key(key_dir_for(self.store.url))
+            return self._key
+
+    def checkpoint(self, task_id: str | None, reason: str) -> dict[str, object] | None:
+        try:
+            return sign_entry(
+                self.store, self.key, self.store.last_seq(), task_id=task_id, reason=reason
+            )
+        except Exception:
+            log.exception("could not sign the audit log's head")
+            return None
+
+    def after_ended(self, tasks: Iterable[Task]) -> None:
+        for t in tasks:
+            if t.parent_id is None and t.terminal:
+                self.checkpoint(t.id, f"run {t.id} ended ({t.status})")

@@ -1,0 +1,215 @@
+"""The trail end to end: revocation in the bundle, other runs withheld, subtree exports,
+checkpoints, the key pair on disk, and the `firm audit` commands."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+from firm.audit.keys import PRIVATE_NAME, load_or_create_key, signature_valid
+from firm.audit.verify import verify_bundle
+from tests.audit.conftest import AUDIT_CO, Audited, audit_scripts, entry, rehash
+from tests.authority.scripted import ScriptedBrain, open_firm, write_company
+from tests.conftest import firm_cli
+
+
+def forge_allowed_call(audited: Audited, assignee: str, checked_seq: int | None = None) -> None:
+    """What an engine that let a call through without checking would have logged."""
+    task = audited.task(assignee)
+    store = audited.firm.store
+    store.append_events(
+        [
+            (
+                "tool_call",
+                task.id,
+                assignee,
+                {
+                    "tool": "crm.query",
+                    "allowed": True,
+                    "ok": True,
+                    "checked_seq": store.last_seq() if checked_seq is None else checked_seq,
+                    "checked_at": round(time.time(), 6),
+                    "limited_args": {"rows": 1},
+                    "ceilings": {"rows": "max_rows"},
+                },
+            )
+        ]
+    )
+
+
+def test_a_revocation_is_in_the_bundle_and_an_allow_after_it_fails_containment(
+    audited: Audited,
+) -> None:
+    lead = audited.task("lead")
+    audited.firm.revoke(lead.id, "audit found a problem")
+    honest = audited.firm.export_audit(audited.root.id)
+    report = verify_bundle(honest, audited.key.public)
+    assert report.verified, [c.line() for c in report.checks]
+    assert {e["task_id"] for e in honest["entries"] if e["kind"] == "revoked"} == {
+        lead.id,
+        audited.task("rev").id,
+    }
+
+    forge_allowed_call(audited, "rev")
+    bundle = audited.firm.export_audit(audited.root.id)
+    report = verify_bundle(bundle, audited.key.public)
+    assert report.check("integrity").verdict == "PASS"
+    assert report.check("monotonicity").verdict == "PASS"
+    containment = report.check("containment")
+    assert containment.verdict == "FAIL" and "after the task was revoked" in containment.detail
+
+    # The cascade is recomputed from the tree: drop the reviewer's own `revoked` entry (and
+    # re-sign, as the key holder could) and the lead's revocation still covers it.
+    cut = copy.deepcopy(bundle)
+    own = entry(cut, "revoked", "rev")
+    cut["entries"] = [e for e in cut["entries"] if e is not own]
+    for n, e in enumerate(cut["entries"], start=cut["entries"][0]["seq"]):
+        e["seq"] = n
+        if e["kind"] == "checkpoint" and e["data"]["seq"] >= own["seq"]:
+            e["data"]["seq"] -= 1  # the rewrite renumbers what checkpoints point at, too
+    report = verify_bundle(rehash(cut, audited.key), audited.key.public)
+    assert report.check("integrity").verdict == "PASS", report.check("integrity").detail
+    containment = report.check("containment")
+    assert containment.verdict == "FAIL" and f"its ancestor {lead.id}" in containment.detail
+
+
+def test_a_call_claiming_an_old_check_after_its_task_ended_fails_containment(
+    audited: Audited,
+) -> None:
+    forge_allowed_call(audited, "rev", checked_seq=1)  # "the check ran long ago"
+    report = verify_bundle(audited.firm.export_audit(audited.root.id), audited.key.public)
+    assert report.check("integrity").verdict == "PASS"
+    containment = report.check("containment")
+    assert containment.verdict == "FAIL" and "after the task ended" in containment.detail
+
+
+def test_a_subtree_exports_and_verifies_on_its_own(audited: Audited) -> None:
+    lead = audited.task("lead")
+    bundle = audited.firm.export_audit(lead.id)
+    assert bundle["task"] == lead.id and bundle["run"] == audited.root.id
+    assert bundle["entries"][0]["kind"] == "created"
+    report = verify_bundle(bundle, audited.key.public)
+    assert report.verified, [c.line() for c in report.checks]
+    # The root's own calls are not part of this tree: withheld, though still chained.
+    root_call = next(
+        e for e in bundle["entries"] if e["kind"] == "tool_call" and e["agent"] == "ceo"
+    )
+    assert "data" not in root_call and len(root_call["data_digest"]) == 64
+
+
+def test_other_runs_in_the_span_are_withheld_and_the_bundle_still_verifies(
+    tmp_path: Path,
+) -> None:
+    a = write_company(tmp_path / "a", AUDIT_CO)
+    b = write_company(
+        tmp_path / "b",
+        """\
+        company: Other Co
+        tool_modules: [crm_tools.py]
+        agents:
+          - {id: solo, name: So, title: Analyst, tools: ["crm.*"]}
+        """,
+    )
+    b_worked = threading.Event()
+    scripts = audit_scripts()
+    steps = scripts["rev"]
+
+    def rev(session) -> None:
+        assert b_worked.wait(30)  # run B works while run A is open
+        for tool, args in steps:
+            brain.call(session, tool, args)
+
+    def solo(session) -> None:
+        brain.call(session, "crm.query", {"segment": "secret", "rows": 1})
+        b_worked.set()
+
+    scripts.update(rev=rev, solo=solo)
+    brain = ScriptedBrain(scripts)
+    with open_firm(tmp_path, brain) as firm:
+        ra = firm.submit(a.org_path, "Check Q3", workspace=tmp_path / "ws")
+        rb = firm.submit(b.org_path, "Secret project", workspace=tmp_path / "ws")
+        firm.run_until(ra.id, timeout=60)
+        firm.run_until(rb.id, timeout=60)
+        bundle = firm.export_audit(ra.id)
+        key = firm.audit_key()
+    withheld = [e for e in bundle["entries"] if "data" not in e]
+    assert any(e["task_id"] == rb.id and e["kind"] == "tool_call" for e in withheld)
+    assert "secret" not in json.dumps([e for e in bundle["entries"] if e["task_id"] == rb.id])
+    report = verify_bundle(bundle, key.public)
+    assert report.verified, [c.line() for c in report.checks]
+
+
+def test_the_head_is_signed_when_a_run_ends(audited: Audited) -> None:
+    events = audited.firm.events(limit=10_000)
+    (checkpoint,) = [e for e in events if e.kind == "checkpoint" and "ended" in e.data["reason"]]
+    assert checkpoint.task_id == audited.root.id
+    signed = checkpoint.data
+    assert signed["public_key"] == audited.key.public_text
+    assert signature_valid(audited.key.public, signed["seq"], signed["hash"], signed["signature"])
+    by_seq = {e.seq: e for e in events}
+    assert by_seq[signed["seq"]].hash == signed["hash"]
+    assert by_seq[signed["seq"]].kind == "completed"  # the root's end, just before it
+    # Exporting records a checkpoint too, over the bundle's last entry.
+    exports = [e for e in events if e.kind == "checkpoint" and e.data["reason"] == "export"]
+    assert [e.data["seq"] for e in exports] == [audited.bundle["head"]["seq"]]
+
+
+def test_the_key_pair_lives_beside_the_database_and_is_private(audited: Audited) -> None:
+    folder = audited.folder / "state"
+    private = folder / PRIVATE_NAME
+    assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
+    assert (folder / "audit_ed25519.pub").read_text().strip() == audited.key.public_text
+    again = load_or_create_key(folder)
+    assert again.public_text == audited.key.public_text
+
+
+def test_the_audit_commands(audited: Audited, tmp_path: Path) -> None:
+    db = str(audited.folder / "state" / "firm.db")
+    pub = firm_cli("audit", "pubkey", "--db", db, cwd=tmp_path, check=True)
+    assert pub.stdout.strip() == audited.key.public_text
+    (tmp_path / "company.pub").write_text(pub.stdout)
+    exported = firm_cli(
+        "audit", "export", audited.root.id, "-o", "bundle.json", "--db", db, cwd=tmp_path
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert "bundle.json" in exported.stderr
+    ok = firm_cli("audit", "verify", "bundle.json", "--pubkey", "company.pub", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    lines = ok.stdout.splitlines()
+    assert [line.split()[:2] for line in lines[:3]] == [
+        ["integrity", "PASS"],
+        ["monotonicity", "PASS"],
+        ["containment", "PASS"],
+    ]
+    assert lines[-1].startswith("VERIFIED")
+    # The key given inline works too; no key at all does not verify.
+    inline = firm_cli(
+        "audit", "verify", "bundle.json", "--pubkey", audited.key.public_text, cwd=tmp_path
+    )
+    assert inline.returncode == 0
+    nokey = firm_cli("audit", "verify", "bundle.json", cwd=tmp_path)
+    assert nokey.returncode == 1 and nokey.stdout.splitlines()[-1] == "NOT VERIFIED"
+    # A tampered bundle exits 1 naming the check.
+    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    entry(bundle, "tool_denied", "rev")["data"]["code"] = "fine"
+    (tmp_path / "tampered.json").write_text(json.dumps(bundle))
+    bad = firm_cli("audit", "verify", "tampered.json", "--pubkey", "company.pub", cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stdout.startswith("integrity     FAIL")
+    # Mistakes are one clear line.
+    garbage = firm_cli("audit", "verify", "bundle.json", "--pubkey", "nonsense", cwd=tmp_path)
+    assert garbage.returncode == 2 and "not an Ed25519 public key" in garbage.stderr
+    missing = firm_cli("audit", "export", "T-00000000", "--db", db, cwd=tmp_path)
+    assert missing.returncode == 2 and "no task with id" in missing.stderr
+
+
+def test_a_private_key_others_can_read_is_refused(audited: Audited, tmp_path: Path) -> None:
+    private = audited.folder / "state" / PRIVATE_NAME
+    os.chmod(private, 0o644)
+    db = str(audited.folder / "state" / "firm.db")
+    out = firm_cli("audit", "pubkey", "--db", db, cwd=tmp_path)
+    assert out.returncode == 2 and "chmod 600" in out.stderr
