@@ -7,7 +7,7 @@ import sys
 import click
 import typer
 
-from firm.cli import inspect, work
+from firm.cli import inspect, serve, work
 from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
 from firm.errors import FirmError, OrgChartError
 
@@ -22,6 +22,7 @@ app = typer.Typer(
 
 work.register(app)
 inspect.register(app)
+serve.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -62,6 +62,14 @@ def worker_alive(worker_id: str) -> bool | None:
         return True
 
 
+def resolve_workspace(org: OrgChart, workspace: str | Path | None = None) -> Path:
+    """Where a run works: the folder given, else the chart's (beside its file), else ./workspace."""
+    ws = Path(workspace or org.workspace or "workspace")
+    if not ws.is_absolute() and org.workspace and workspace is None and "<" not in org.source:
+        ws = Path(org.source).parent / ws
+    return ws.resolve()
+
+
 class Engine:
     """Runs the sessions of every open task in a store."""
 
@@ -122,9 +130,7 @@ class Engine:
         if not goal:
             raise FirmError("the goal is empty")
         agent = top_agent(org, to)
-        ws = Path(workspace or org.workspace or "workspace")
-        if not ws.is_absolute() and org.workspace and workspace is None and "<" not in org.source:
-            ws = Path(org.source).parent / ws
+        ws = resolve_workspace(org, workspace)
         first_line = goal.splitlines()[0].strip()
         title = first_line if len(first_line) <= 200 else first_line[:197] + "…"
         run = RunSpec(
@@ -132,7 +138,7 @@ class Engine:
             org_source=org.source,
             brain=brain,
             brain_options=dict(brain_options or {}),
-            workspace=str(ws.resolve()),
+            workspace=str(ws),
         )
         if self._brain_override is None:
             Company.from_run(run)  # fail now, not in a worker, if the brain or tools are wrong
