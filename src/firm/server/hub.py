@@ -24,6 +24,9 @@ from firm.store.base import Event, Store
 
 log = logging.getLogger("firm.server")
 
+# Delegating and finishing show on the page as flights and statuses, not as a desk's action.
+LIFECYCLE = frozenset({"delegate_task", "complete_task", "fail_task"})
+
 
 def encode_event(event: Event) -> str:
     return json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
@@ -136,7 +139,7 @@ class EventHub:
             if e.kind == "thought":
                 note = self._notes.setdefault(e.agent, AgentNote())
                 note.thought, note.thought_at = str(e.data.get("text", "")), e.ts
-            elif e.kind in ("tool_call", "tool_denied"):
+            elif e.kind in ("tool_call", "tool_denied") and e.data.get("tool") not in LIFECYCLE:
                 note = self._notes.setdefault(e.agent, AgentNote())
                 summary = e.data.get("summary") or ""
                 verb = e.data.get("tool", "")
