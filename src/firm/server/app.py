@@ -78,7 +78,7 @@ def create_app(office: Office) -> FastAPI:
     app.state.office = office
     app.add_middleware(_SecurityHeaders)
     routes.install_error_handlers(app)
-    app.include_router(routes.router)
+    app.include_router(routes.build_router(office))
     app.include_router(live.router)
     app.mount("/", StaticFiles(directory=static_dir(), html=True), name="page")
     return app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from firm.tasks import Task
 
@@ -39,6 +39,26 @@ class NewGoal(_Request):
         None,
         pattern=LANGUAGE_PATTERN,
         description="Language code for the work [default: detected from the goal].",
+    )
+
+
+# Up to this many agents, the schema lists them by name (so /docs offers them to pick from).
+AGENTS_IN_SCHEMA = 500
+
+
+def goal_model(agent_ids: list[str]) -> type[NewGoal]:
+    """NewGoal with `to` narrowed to the agents of one org chart."""
+    if not agent_ids or len(agent_ids) > AGENTS_IN_SCHEMA:
+        return NewGoal
+    agent = Literal[tuple(agent_ids)]  # type: ignore[valid-type]
+    return create_model(
+        "NewGoal",
+        __base__=NewGoal,
+        __doc__=NewGoal.__doc__,
+        to=(
+            agent | None,
+            Field(None, description="The agent the goal goes to [default: the top of the chart]."),
+        ),
     )
 
 
@@ -139,13 +159,21 @@ class ErrorOut(BaseModel):
     detail: str
 
 
-def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the 4xx answers an operation can give, so /docs shows them."""
+def error_responses(*codes: int, json: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the 4xx answers an operation can give, so /docs shows them.
+    json=True spells out the JSON body, for operations whose success is not JSON."""
     meaning = {
         400: "The request cannot be carried out as asked",
         401: "The access token is missing or wrong",
         403: "Not allowed from here",
         404: "Not found",
         409: "The task is in a state that does not allow this",
+        422: "The request does not match the schema",
     }
+    if json:
+        body = {"type": "object", "properties": {"detail": {}}, "required": ["detail"]}
+        return {
+            code: {"description": meaning[code], "content": {"application/json": {"schema": body}}}
+            for code in codes
+        }
     return {code: {"model": ErrorOut, "description": meaning[code]} for code in codes}
