@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,12 +46,18 @@ class ServedOffice:
     url: str
     token: str
     banner: list[str] = field(default_factory=list)
+    output: list[str] = field(default_factory=list)
+
+    def drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line.rstrip())
 
     def close(self) -> str:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=30)
-        return out
+        self.proc.wait(timeout=30)
+        return "\n".join(self.output)
 
 
 def serve(folder: Path, *args: str) -> ServedOffice:
@@ -77,5 +84,8 @@ def serve(folder: Path, *args: str) -> ServedOffice:
         if line.startswith("Ctrl-C"):
             url = re.search(r"open at (http://\S+)", banner[0])
             assert url, banner
-            return ServedOffice(proc, url.group(1), "browser-test-token", banner)
+            served = ServedOffice(proc, url.group(1), "browser-test-token", banner)
+            # Keep reading its output, so a full pipe can never stall the server.
+            threading.Thread(target=served.drain, daemon=True).start()
+            return served
     raise AssertionError("firm serve did not start:\n" + "\n".join(banner))

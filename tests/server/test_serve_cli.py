@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,15 @@ class Served:
         self.lines = lines
         self.url = re.search(r"open at (http://\S+)", lines[0]).group(1)  # type: ignore[union-attr]
         self.token = re.search(r"Access token: (\S+)", "\n".join(lines)).group(1)  # type: ignore[union-attr]
+        self.rest: list[str] = []
+        # Keep reading its output, so a full pipe can never stall the server.
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.rest.append(line)
 
 
 def serve(folder: Path, *args: str, env: dict[str, str] | None = None) -> Served:
@@ -47,8 +57,9 @@ def serve(folder: Path, *args: str, env: dict[str, str] | None = None) -> Served
 
 def close(served: Served) -> tuple[int, str]:
     served.proc.send_signal(signal.SIGINT)
-    out, _ = served.proc.communicate(timeout=30)
-    return served.proc.returncode, out
+    served.proc.wait(timeout=30)
+    served.reader.join(timeout=10)
+    return served.proc.returncode, "".join(served.rest)
 
 
 @pytest.fixture

@@ -71,10 +71,14 @@ def serve(
         office.firm.close()
         raise
     url = server.url
-    console.print(f"[bold]{office.org.company}[/]'s office is open at {url}", highlight=False)
-    console.print(f"Access token: {policy.token}", highlight=False, markup=False)
-    console.print(f"Open with the token: {url}/#token={policy.token}", highlight=False)
-    console.print(f"API docs: {url}/docs · store {office.store.url}", highlight=False)
+
+    def say(text: str) -> None:  # one line each, unwrapped, so addresses stay whole
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    say(f"{office.org.company}'s office is open at {url}")
+    say(f"Access token: {policy.token}")
+    say(f"Open with the token: {url}/#token={policy.token}")
+    say(f"API docs: {url}/docs · store {office.store.url}")
     if policy.reads_need_token:
         err_console.print(
             f"[yellow]Listening on {host}, beyond this machine:[/] every request needs the token."

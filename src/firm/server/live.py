@@ -21,6 +21,7 @@ import json
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
+from starlette.websockets import WebSocketState
 
 from firm.server.office import Office
 
@@ -72,8 +73,10 @@ async def live(
         for task in (sender, listener):
             with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
                 await task
-        with contextlib.suppress(RuntimeError):
-            await ws.close()
+        if ws.application_state == WebSocketState.CONNECTED:
+            # The client may have gone already: closing then is not an error worth logging.
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                await ws.close()
 
 
 async def _stream(ws: WebSocket, office: Office, cursor: int) -> None:
