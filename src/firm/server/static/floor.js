@@ -125,7 +125,7 @@ export class Floor {
       if (task) {
         const verb = busy ? (d.state === "waiting" ? "Waiting on" : "Working on") : "Last task";
         desk.doing.replaceChildren(
-          ...(busy ? [] : [el("span", { class: "desk-verb" }, "last: ")]),
+          ...(busy ? [] : [el("span", { class: "desk-verb" }, "Last task")]),
           el(
             "button",
             {
@@ -139,7 +139,7 @@ export class Floor {
           ),
         );
       } else {
-        desk.doing.replaceChildren(el("span", { class: "desk-verb" }, "no work yet"));
+        desk.doing.replaceChildren(el("span", { class: "desk-verb" }, "No work yet"));
       }
       const fresh = (ts) => ts && task && ts >= (task.started_at ?? task.created_at) - 1;
       const thought = note.thought && (busy || fresh(note.thought_at)) ? clip(note.thought, 220) : "";

@@ -191,7 +191,21 @@ function inline(text, onFile) {
     else {
       const [, label, target] = /^\[([^\]]+)\]\(([^)\s]+)\)$/.exec(token);
       if (onFile && !/^[a-z]+:/i.test(target) && !target.startsWith("/")) {
-        out.push(el("button", { type: "button", class: "link", onclick: () => onFile(target) }, label));
+        // A link (not a button) so a long path wraps inside the sentence like text does.
+        out.push(
+          el(
+            "a",
+            {
+              href: "#",
+              class: "link",
+              onclick: (event) => {
+                event.preventDefault();
+                onFile(target);
+              },
+            },
+            label,
+          ),
+        );
       } else out.push(label);
     }
     last = m.index + token.length;
