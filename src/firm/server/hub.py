@@ -133,6 +133,10 @@ class EventHub:
             changed.set()
 
     def _note(self, events: Iterable[Event]) -> None:
+        with self._lock:
+            self._note_locked(events)
+
+    def _note_locked(self, events: Iterable[Event]) -> None:
         for e in events:
             if not e.agent:
                 continue
@@ -148,7 +152,8 @@ class EventHub:
                 note.action_at = e.ts
 
     def notes(self) -> dict[str, dict[str, Any]]:
-        return {agent: note.to_dict() for agent, note in list(self._notes.items())}
+        with self._lock:
+            return {agent: note.to_dict() for agent, note in self._notes.items()}
 
     # --- what watchers call --------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from firm.errors import FirmError, TaskNotFound
 from firm.org import OrgChart, load_org
 from firm.server.access import AccessPolicy
 from firm.server.hub import EventHub
+from firm.store import SqlStore
 from firm.tasks import OPEN, Task
 from firm.tools.workspace import Workspace
 
@@ -54,7 +55,7 @@ class Office:
         self._workspaces_lock = threading.Lock()
 
     @property
-    def store(self):  # type: ignore[no-untyped-def]
+    def store(self) -> SqlStore:
         return self.firm.store
 
     # --- lifecycle -----------------------------------------------------------------------
