@@ -1,4 +1,6 @@
-"""Fixtures: real offices on loopback (see office_kit)."""
+"""Fixtures: real offices on loopback (see office_kit), and headless Chromium (browser_kit):
+Debian's package, installed by this set-up when it is missing; Playwright drives it through
+executable_path and never downloads a browser of its own."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_kit import CHROMIUM, CHROMIUM_ARGS, ensure_chromium
 from office_kit import Running, start_office
 
 
@@ -41,3 +44,16 @@ def fresh_office(tmp_path: Path) -> Iterator[Callable[..., Running]]:
     for running in started:
         running.server.stop()
         shutil.rmtree(running.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium for a module's page tests."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    reason = ensure_chromium()
+    if reason:
+        pytest.skip(reason)
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -9,23 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_kit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ServedOffice, ensure_chromium, serve
+from browser_kit import ARTIFACTS, ServedOffice, serve
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
 LEAVES = ("gabriel", "hana", "maya", "omar")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    reason = ensure_chromium()
-    if reason:
-        pytest.skip(reason)
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
