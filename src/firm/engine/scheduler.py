@@ -77,6 +77,14 @@ def worker_alive(worker_id: str) -> bool | None:
         return True
 
 
+def resolve_workspace(org: OrgChart, workspace: str | Path | None = None) -> Path:
+    """Where a run works: the folder given, else the chart's (beside its file), else ./workspace."""
+    ws = Path(workspace or org.workspace or "workspace")
+    if not ws.is_absolute() and org.workspace and workspace is None and "<" not in org.source:
+        ws = Path(org.source).parent / ws
+    return ws.resolve()
+
+
 class Engine:
     """Runs the sessions of every open task in a store."""
 
@@ -154,9 +162,7 @@ class Engine:
             authority = root_grant(org, agent.id, grant, time.time())
         except GrantError as exc:
             raise FirmError(f"the grant asked for is malformed: {exc}") from None
-        ws = Path(workspace or org.workspace or "workspace")
-        if not ws.is_absolute() and org.workspace and workspace is None and "<" not in org.source:
-            ws = Path(org.source).parent / ws
+        ws = resolve_workspace(org, workspace)
         first_line = goal.splitlines()[0].strip()
         title = first_line if len(first_line) <= 200 else first_line[:197] + "…"
         run = RunSpec(
@@ -164,7 +170,7 @@ class Engine:
             org_source=org.source,
             brain=brain,
             brain_options=dict(brain_options or {}),
-            workspace=str(ws.resolve()),
+            workspace=str(ws),
         )
         # Built now so a wrong brain or tool module fails here, not later in a worker.
         company = Company.from_run(run, self._brain_override, org=org)

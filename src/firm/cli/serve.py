@@ -1,0 +1,107 @@
+"""`firm serve`: open the office — the engine, the API and the page — in one process."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from firm.cli.common import DbOption, console, err_console
+from firm.cli.work import sim_options
+
+
+def serve(
+    org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
+    brain: Annotated[str, typer.Option(help="simulation (no key) or llm.")] = "simulation",
+    db: DbOption = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where agents write files [default: the org chart's workspace, else ./workspace]."
+        ),
+    ] = None,
+    max_concurrent: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=1024, help="Sessions at once [default: the org chart's max_concurrent]."
+        ),
+    ] = None,
+    sim_latency: Annotated[float, typer.Option(help="Simulation: seconds per turn.")] = 0.0,
+    sim_fail: Annotated[
+        list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
+    ] = None,
+    sim_fail_rate: Annotated[
+        float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
+    host: Annotated[
+        str,
+        typer.Option(help="Address to listen on. Anything but loopback needs the token for reads."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one.")] = 8000,
+) -> None:
+    """Open the office: watch the company work in a browser, with the API behind it.
+
+    The engine runs in this process on the same store as the other commands, so `firm run`
+    in another terminal shows up here too. Prints the address and the access token
+    (set FIRM_TOKEN to choose it); changes need the token.
+    """
+    # Imported here so that `firm run` and friends never load the web stack.
+    from firm.server import AccessPolicy, Office, OfficeServer
+
+    token = os.environ.get("FIRM_TOKEN") or None
+    policy = AccessPolicy.for_host(host, token)
+    office = Office(
+        org_file,
+        db=db,
+        brain=brain,
+        brain_options=sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
+        if brain == "simulation"
+        else {},
+        workspace=workspace,
+        max_concurrent=max_concurrent,
+        policy=policy,
+    )
+    try:
+        server = OfficeServer(office, host, port)
+    except BaseException:
+        office.firm.close()
+        raise
+    url = server.url
+
+    def say(text: str) -> None:  # one line each, unwrapped, so addresses stay whole
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    say(f"{office.org.company}'s office is open at {url}")
+    say(f"Access token: {policy.token}")
+    say(f"Open with the token: {url}/#token={policy.token}")
+    say(f"API docs: {url}/docs · store {office.store.url}")
+    if policy.reads_need_token:
+        err_console.print(
+            f"[yellow]Listening on {host}, beyond this machine:[/] every request needs the token."
+        )
+    console.print("Ctrl-C closes the office; unfinished work resumes next time.", style="dim")
+    console.file.flush()
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def _as_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        # uvicorn handles SIGTERM itself while serving, then re-raises it: this makes that
+        # last step a clean exit rather than the default abrupt termination.
+        signal.signal(signal.SIGTERM, _as_interrupt)
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.socket.close()
+    console.print("The office is closed.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)

@@ -1,0 +1,91 @@
+"""Who may do what: one access token, required for every change, and for reads off loopback.
+
+On loopback, reads need no token, but two browser tricks could still reach them from another
+site: DNS rebinding (a hostile name that resolves to 127.0.0.1, seen in the Host header) and a
+cross-site WebSocket (browsers do not apply CORS to WebSockets, but they do send Origin). A
+read without a token is therefore served only to a loopback Host, and a WebSocket without a
+token only to a page of the same origin.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address to bind or a Host name is this machine only."""
+    host = host.strip().strip("[]").lower()
+    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(host_header: str) -> str:
+    """The name part of a Host header value (drops the port; keeps IPv6 brackets out)."""
+    value = host_header.strip()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value[1:]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    token: str
+    reads_need_token: bool  # bound to an address other than loopback
+
+    @classmethod
+    def for_host(cls, bind_host: str, token: str | None = None) -> AccessPolicy:
+        return cls(token=token or new_token(), reads_need_token=not is_loopback(bind_host))
+
+    def token_ok(self, presented: str | None) -> bool:
+        return presented is not None and secrets.compare_digest(
+            presented.encode("utf-8", "surrogatepass"), self.token.encode("utf-8", "surrogatepass")
+        )
+
+    def read_refusal(self, presented: str | None, host_header: str | None) -> str | None:
+        """Why a read must be refused (None: allowed)."""
+        if self.token_ok(presented):
+            return None
+        if presented is not None:
+            return "the access token is wrong"
+        if self.reads_need_token:
+            return "this office is open beyond this machine: send the access token"
+        if not host_header or not is_loopback(host_name(host_header)):
+            return (
+                f"the Host {host_header!r} is not a loopback name; open the office at "
+                "127.0.0.1 or localhost, or send the access token"
+            )
+        return None
+
+    def live_refusal(
+        self, presented: str | None, host_header: str | None, origin: str | None
+    ) -> str | None:
+        """Why a WebSocket must be refused (None: allowed)."""
+        refusal = self.read_refusal(presented, host_header)
+        if refusal is not None or self.token_ok(presented):
+            return refusal
+        if origin and urlsplit(origin).netloc.lower() != (host_header or "").lower():
+            return f"a page from {origin} cannot watch this office without the access token"
+        return None
+
+    def write_refusal(self, presented: str | None) -> str | None:
+        if self.token_ok(presented):
+            return None
+        if presented is None:
+            return (
+                "this needs the access token `firm serve` printed "
+                "(send it as 'Authorization: Bearer TOKEN')"
+            )
+        return "the access token is wrong"

@@ -1,0 +1,187 @@
+"""The office: one company's org chart, an engine working the store, and the live event hub.
+
+This is what the HTTP layer calls; it knows nothing of HTTP. New goals use the org chart the
+office was opened with; the store may hold runs of other charts too (a `firm run` in another
+terminal), and the office shows and steers those as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from firm.api import Firm
+from firm.brains import make_brain
+from firm.engine import resolve_workspace
+from firm.errors import FirmError, TaskNotFound
+from firm.org import OrgChart, load_org
+from firm.server.access import AccessPolicy
+from firm.server.hub import EventHub
+from firm.store import SqlStore
+from firm.tasks import OPEN, Task
+from firm.tools.workspace import Workspace
+
+SNAPSHOT_RECENT = 400  # newest tasks a live view starts with, besides every open one
+
+
+class Office:
+    def __init__(
+        self,
+        org_file: str | Path,
+        *,
+        db: str | Path | None = None,
+        brain: str = "simulation",
+        brain_options: dict[str, Any] | None = None,
+        workspace: str | Path | None = None,
+        max_concurrent: int | None = None,
+        policy: AccessPolicy,
+        heartbeat: float = 1.0,
+    ):
+        path = Path(org_file)
+        self.org: OrgChart = load_org(path)
+        self.org_yaml = path.read_text(encoding="utf-8")
+        self.brain = brain
+        self.brain_options = dict(brain_options or {})
+        make_brain(brain, self.brain_options)  # an unknown brain or bad option fails now
+        self.workspace = Workspace(resolve_workspace(self.org, workspace))
+        self.policy = policy
+        self.firm = Firm(
+            db, max_concurrent=max_concurrent or self.org.max_concurrent, heartbeat=heartbeat
+        )
+        self.hub = EventHub(self.firm.store)
+        self._workspaces: dict[str, Workspace] = {}
+        self._workspaces_lock = threading.Lock()
+
+    @property
+    def store(self) -> SqlStore:
+        return self.firm.store
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def open(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the engine (which also recovers work a dead process left) and the hub."""
+        self.firm.engine.start()
+        self.hub.start(loop)
+
+    def close(self) -> None:
+        self.hub.stop()
+        self.firm.close()  # running sessions are handed back to todo, resumable
+
+    # --- steering ------------------------------------------------------------------------
+
+    def submit(self, goal: str, *, to: str | None, priority: str, language: str | None) -> Task:
+        if to is not None and not self.org.has_agent(to):
+            known = ", ".join(a.id for a in self.org.agents)
+            raise UnknownAgent(f"{to!r} is not an agent of {self.org.company} (known: {known})")
+        if to is None and len(self.org.roots()) > 1:
+            tops = ", ".join(a.id for a in self.org.roots())
+            raise UnknownAgent(
+                f"{self.org.company} has several top agents ({tops}); say which one in 'to'"
+            )
+        return self.firm.engine.submit(
+            self.org,
+            goal,
+            to=to,
+            brain=self.brain,
+            brain_options=self.brain_options,
+            workspace=self.workspace.root,
+            priority=priority,
+            language=language,
+            org_yaml=self.org_yaml,
+        )
+
+    def cancel(self, task_id: str, reason: str) -> tuple[Task, list[Task]]:
+        task = self.store.get_task(task_id)
+        if task.terminal:
+            raise NotOpen(f"{task_id} is already {task.status}; there is nothing to cancel")
+        cancelled = self.firm.cancel(task_id, reason)
+        return self.store.get_task(task_id), cancelled
+
+    # --- reading -------------------------------------------------------------------------
+
+    def workspace_of(self, run_id: str | None) -> Workspace:
+        """The workspace of a run (its files are relative to it), or of new goals."""
+        if run_id is None:
+            return self.workspace
+        with self._workspaces_lock:
+            ws = self._workspaces.get(run_id)
+        if ws is None:
+            try:
+                root = Path(self.store.run(run_id).workspace)
+            except TaskNotFound:
+                raise TaskNotFound(run_id) from None
+            if not root.is_dir():
+                raise FileMissing(f"the workspace of run {run_id} ({root}) no longer exists")
+            ws = Workspace(root)
+            with self._workspaces_lock:
+                self._workspaces[run_id] = ws
+        return ws
+
+    def org_view(self) -> dict[str, Any]:
+        org = self.org
+        return {
+            "company": org.company,
+            "description": org.description,
+            "max_concurrent": org.max_concurrent,
+            "top": [a.id for a in org.roots()],
+            "agents": [
+                {
+                    "id": a.id,
+                    "name": a.name,
+                    "title": a.title,
+                    "reports_to": a.reports_to,
+                    "reports": [r.id for r in org.reports(a.id)],
+                    "tools": org.tools_of(a.id),
+                    "instructions": a.instructions,
+                }
+                for a in org.agents
+            ],
+            "brain": self.brain,
+            "workspace": str(self.workspace.root),
+        }
+
+    def snapshot_tasks(self) -> list[Task]:
+        """Every open task and the newest ones, with the goals (roots) they belong to."""
+        store = self.store
+        total = sum(store.counts().values())
+        chosen: dict[str, Task] = {}
+        for t in store.list_tasks(limit=SNAPSHOT_RECENT, offset=max(0, total - SNAPSHOT_RECENT)):
+            chosen[t.id] = t
+        for status in OPEN:
+            for t in store.list_tasks(status=str(status), limit=5000):
+                chosen[t.id] = t
+        missing_roots = {t.root_id for t in chosen.values()} - set(chosen)
+        for root_id in list(missing_roots)[:100]:
+            try:
+                chosen[root_id] = store.get_task(root_id)
+            except TaskNotFound:
+                continue
+        return sorted(chosen.values(), key=lambda t: (t.created_at, t.id))
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state a live view starts from. It reflects at least every event up to `seq`
+        (perhaps a few more); the events after `seq` follow, so applying them converges."""
+        seq = self.store.last_seq()
+        tasks = self.snapshot_tasks()
+        return {
+            "type": "snapshot",
+            "seq": seq,
+            "org": self.org_view(),
+            "tasks": [t.to_dict() for t in tasks],
+            "agents": self.hub.notes(),
+            "counts": self.store.counts(),
+        }
+
+
+class UnknownAgent(FirmError):
+    """A goal names an agent the org chart does not have."""
+
+
+class NotOpen(FirmError):
+    """The task has already ended."""
+
+
+class FileMissing(FirmError):
+    """The file or folder asked for does not exist."""

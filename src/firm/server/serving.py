@@ -1,0 +1,82 @@
+"""Running the office on a socket: in the foreground (`firm serve`) or in a thread (tests)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import uvicorn
+
+from firm.errors import FirmError
+from firm.server.app import create_app
+from firm.server.office import Office
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Listen on host:port (port 0: any free port), or say clearly why not."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise FirmError(f"cannot listen on {host!r}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        hint = " (choose another with --port)" if port else ""
+        raise FirmError(f"cannot listen on {host}:{port}: {exc.strerror}{hint}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+class OfficeServer:
+    """One office served over HTTP and WebSocket by uvicorn."""
+
+    def __init__(self, office: Office, host: str = "127.0.0.1", port: int = 8000):
+        self.office = office
+        self.host = host
+        self.socket = bind(host, port)
+        self.port: int = self.socket.getsockname()[1]
+        config = uvicorn.Config(
+            create_app(office),
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            ws_ping_interval=20,
+            ws_ping_timeout=20,
+        )
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def run(self) -> None:
+        """Serve until interrupted (Ctrl-C or SIGTERM)."""
+        self.server.run(sockets=[self.socket])
+
+    def start(self, timeout: float = 30.0) -> OfficeServer:
+        """Serve from a background thread; returns once the office is open."""
+        self._thread = threading.Thread(target=self.run, name="firm-office", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive():
+                raise FirmError("the office failed to start")
+            if time.monotonic() > deadline:
+                raise FirmError(f"the office did not start within {timeout}s")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        self.socket.close()

@@ -1,0 +1,208 @@
+// The page's model of the company: the org chart, the tasks it knows, what each agent is up to.
+// It is fed a snapshot and then events, and tells listeners what changed.
+
+import { OPEN } from "./util.js";
+
+const LIFECYCLE_TOOLS = new Set(["delegate_task", "complete_task", "fail_task"]);
+
+export class Company {
+  constructor() {
+    this.org = null;
+    this.agents = new Map(); // id -> agent from the org chart
+    this.tasks = new Map(); // id -> task
+    this.children = new Map(); // parent id -> Set of child ids
+    this.notes = new Map(); // agent id -> {thought, thought_at, action, action_at}
+    this.listeners = new Set();
+  }
+
+  listen(fn) {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  emit(change) {
+    for (const fn of this.listeners) fn(change);
+  }
+
+  agent(id) {
+    return this.agents.get(id) ?? { id, name: id, title: "not in this org chart", reports: [] };
+  }
+
+  loadSnapshot(snap) {
+    if (snap.org) {
+      this.org = snap.org;
+      this.agents = new Map(snap.org.agents.map((a) => [a.id, a]));
+    }
+    for (const task of snap.tasks) this.put(task);
+    for (const [id, note] of Object.entries(snap.agents || {})) this.notes.set(id, { ...note });
+    this.emit({ type: "snapshot" });
+  }
+
+  put(task) {
+    const old = this.tasks.get(task.id);
+    const merged = old ? { ...old, ...task } : task;
+    this.tasks.set(task.id, merged);
+    if (merged.parent_id) {
+      if (!this.children.has(merged.parent_id)) this.children.set(merged.parent_id, new Set());
+      this.children.get(merged.parent_id).add(merged.id);
+    }
+    return merged;
+  }
+
+  patch(id, fields) {
+    const task = this.tasks.get(id);
+    if (!task) return null;
+    Object.assign(task, fields);
+    return task;
+  }
+
+  /** Apply events in order; returns nothing, tells listeners once per batch. */
+  apply(events) {
+    for (const e of events) this.applyOne(e);
+    this.emit({ type: "events", events });
+  }
+
+  applyOne(e) {
+    const d = e.data || {};
+    switch (e.kind) {
+      case "created":
+        this.put({
+          id: e.task_id,
+          root_id: e.task_id,
+          parent_id: null,
+          title: d.title ?? "",
+          description: d.description ?? "",
+          status: "todo",
+          assignee: e.agent,
+          created_by: d.created_by ?? "user",
+          priority: d.priority ?? "normal",
+          language: d.language ?? "en",
+          result: null,
+          files: [],
+          error: null,
+          created_at: e.ts,
+          updated_at: e.ts,
+          started_at: null,
+          finished_at: null,
+        });
+        break;
+      case "delegated": {
+        const parent = this.tasks.get(d.parent_id);
+        this.put({
+          id: e.task_id,
+          root_id: parent?.root_id ?? d.parent_id,
+          parent_id: d.parent_id,
+          title: d.title ?? "",
+          description: d.description ?? "",
+          status: "todo",
+          assignee: d.to,
+          created_by: e.agent,
+          priority: d.priority ?? "normal",
+          language: d.language ?? "en",
+          result: null,
+          files: [],
+          error: null,
+          created_at: e.ts,
+          updated_at: e.ts,
+          started_at: null,
+          finished_at: null,
+        });
+        break;
+      }
+      case "started": {
+        const task = this.tasks.get(e.task_id);
+        this.patch(e.task_id, {
+          status: "in_progress",
+          started_at: task?.started_at ?? e.ts,
+          updated_at: e.ts,
+          attempts: d.attempt,
+          turn: d.turn,
+        });
+        break;
+      }
+      case "waiting":
+        this.patch(e.task_id, { status: "waiting", updated_at: e.ts });
+        break;
+      case "woken":
+      case "requeued":
+        this.patch(e.task_id, { status: "todo", updated_at: e.ts });
+        break;
+      case "completed":
+        this.patch(e.task_id, {
+          status: "done",
+          result: d.result ?? null,
+          files: d.files ?? [],
+          finished_at: e.ts,
+          updated_at: e.ts,
+        });
+        break;
+      case "failed":
+        this.patch(e.task_id, { status: "failed", error: d.error ?? null, finished_at: e.ts, updated_at: e.ts });
+        break;
+      case "cancelled":
+        this.patch(e.task_id, { status: "cancelled", error: d.reason ?? null, finished_at: e.ts, updated_at: e.ts });
+        break;
+      case "thought":
+        if (e.agent) this.note(e.agent, { thought: d.text ?? "", thought_at: e.ts });
+        break;
+      case "tool_call":
+      case "tool_denied":
+        // Delegating and finishing show as flights and statuses; a desk's action line is for work.
+        if (e.agent && !LIFECYCLE_TOOLS.has(d.tool)) {
+          const action = `${d.tool ?? ""} ${d.summary ?? ""}`.trim() + (e.kind === "tool_denied" ? " (denied)" : "");
+          this.note(e.agent, { action, action_at: e.ts });
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  note(agentId, fields) {
+    this.notes.set(agentId, { ...(this.notes.get(agentId) || {}), ...fields });
+  }
+
+  openChildren(id) {
+    let n = 0;
+    for (const cid of this.children.get(id) ?? []) if (OPEN.has(this.tasks.get(cid)?.status)) n++;
+    return n;
+  }
+
+  /** Every agent's desk in one pass over the tasks: working beats waiting beats queued. */
+  desks() {
+    const out = new Map();
+    for (const id of this.agents.keys()) out.set(id, { state: "idle", task: null, queued: 0, latest: null });
+    for (const task of this.tasks.values()) {
+      const d = out.get(task.assignee);
+      if (!d) continue;
+      if (!d.latest || task.updated_at > d.latest.updated_at) d.latest = task;
+      if (task.status === "in_progress") {
+        if (d.state !== "working" || task.updated_at > d.task.updated_at) {
+          d.state = "working";
+          d.task = task;
+        }
+      } else if (task.status === "waiting" && d.state !== "working") {
+        if (d.state !== "waiting" || task.updated_at > d.task.updated_at) {
+          d.state = "waiting";
+          d.task = task;
+        }
+      } else if (task.status === "todo") d.queued++;
+    }
+    for (const d of out.values()) {
+      if (d.state === "waiting") d.open = this.openChildren(d.task.id);
+      if (d.state === "idle" && d.queued) d.state = "queued";
+      if (!d.task) d.task = d.latest;
+    }
+    return out;
+  }
+
+  roots() {
+    return [...this.tasks.values()].filter((t) => !t.parent_id).sort((a, b) => b.created_at - a.created_at);
+  }
+
+  counts(rootId = null) {
+    const counts = { todo: 0, in_progress: 0, waiting: 0, done: 0, failed: 0, cancelled: 0 };
+    for (const t of this.tasks.values()) if (!rootId || t.root_id === rootId) counts[t.status]++;
+    return counts;
+  }
+}
