@@ -104,3 +104,66 @@ def test_bad_options_are_usage_errors(company: Path) -> None:
     assert proc.returncode == 2 and "unknown priority 'asap'" in proc.stderr
     proc = firm_cli("run", "company.yaml", "   ", cwd=company)
     assert proc.returncode == 2 and "the goal is empty" in proc.stderr
+
+
+def test_submit_and_serve_take_the_options_run_takes(company: Path) -> None:
+    from firm.store import open_store
+
+    proc = firm_cli(
+        "submit",
+        "company.yaml",
+        "Launch",
+        "--db",
+        "s.db",
+        "--grant",
+        "files.read",
+        "--limit",
+        "max_rows=5",
+        "--json",
+        cwd=company,
+    )
+    assert proc.returncode == 0, proc.stderr
+    root_id = json.loads(proc.stdout)["id"]
+    llm = firm_cli(
+        "submit",
+        "company.yaml",
+        "Launch",
+        "--db",
+        "s.db",
+        "--brain",
+        "llm",
+        "--model",
+        "m-1",
+        "--json",
+        cwd=company,
+        env={"OPENAI_API_KEY": "test-key"},
+    )
+    assert llm.returncode == 0, llm.stderr
+    store = open_store(company / "s.db")
+    try:
+        root = store.get_task(root_id)
+        assert root.grant is not None and root.grant["scopes"] == ["files.read"]
+        assert root.grant["limits"] == {"max_rows": 5.0}
+        run = store.run(json.loads(llm.stdout)["id"])
+        assert run.brain == "llm" and run.brain_options["model"] == "m-1"
+        assert "test-key" not in json.dumps(run.brain_options)
+    finally:
+        store.close()
+    mixed = firm_cli(
+        "submit",
+        "company.yaml",
+        "x",
+        "--db",
+        "s.db",
+        "--sim-latency",
+        "1",
+        "--brain",
+        "llm",
+        "--model",
+        "m",
+        cwd=company,
+    )
+    assert mixed.returncode == 2 and "apply to --brain simulation" in mixed.stderr
+    helped = firm_cli("serve", "--help", cwd=company).stdout
+    for option in ("--model", "--grant", "--limit", "--ttl", "--budget", "--sim-latency"):
+        assert option in helped

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from firm.api import Firm
+from firm.cli.authority import BudgetOption, GrantOption, LimitOption, TtlOption, grant_request
 from firm.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
@@ -25,7 +26,21 @@ from firm.cli.common import (
     err_console,
     print_json,
 )
-from firm.cli.work import sim_options
+from firm.cli.options import (
+    BrainOption,
+    LanguageOption,
+    MaxIterationsOption,
+    ModelOption,
+    PriorityOption,
+    SeedOption,
+    SimFailOption,
+    SimFailRateOption,
+    SimLatencyOption,
+    TemperatureOption,
+    ToOption,
+    WorkspaceOption,
+    brain_options,
+)
 from firm.engine import Engine
 from firm.store import open_store
 
@@ -129,46 +144,49 @@ def worker(
 def submit(
     org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
     goal: Annotated[str, typer.Argument(help="The goal for the top agent.", show_default=False)],
-    brain: Annotated[str, typer.Option(help="simulation (no key) or llm.")] = "simulation",
+    brain: BrainOption = "simulation",
     db: DbOption = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option(
-            help="Where agents write files [default: the org chart's workspace, else ./workspace]."
-        ),
-    ] = None,
-    to: Annotated[
-        str | None, typer.Option(help="The agent the goal goes to [default: the top of the chart].")
-    ] = None,
-    priority: Annotated[str, typer.Option(help="low, normal, high or urgent.")] = "normal",
-    language: Annotated[
-        str | None,
-        typer.Option(help="Language code for the work [default: detected from the goal]."),
-    ] = None,
-    sim_latency: Annotated[float, typer.Option(help="Simulation: seconds per turn.")] = 0.0,
-    sim_fail: Annotated[
-        list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
-    ] = None,
-    sim_fail_rate: Annotated[
-        float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
-    ] = 0.0,
-    seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
+    workspace: WorkspaceOption = None,
+    to: ToOption = None,
+    priority: PriorityOption = "normal",
+    language: LanguageOption = None,
+    sim_latency: SimLatencyOption = 0.0,
+    sim_fail: SimFailOption = None,
+    sim_fail_rate: SimFailRateOption = 0.0,
+    seed: SeedOption = 0,
+    model: ModelOption = None,
+    temperature: TemperatureOption = None,
+    max_iterations: MaxIterationsOption = None,
+    grant: GrantOption = None,
+    limit: LimitOption = None,
+    ttl: TtlOption = None,
+    budget: BudgetOption = None,
     json_mode: JsonOption = False,
 ) -> None:
     """Store a goal for the workers and return its root task id at once (nothing runs here).
     Takes the brain options `firm run` takes; they are stored with the run."""
+    request = grant_request(grant, limit, ttl, budget)
+    options = brain_options(
+        brain,
+        sim_latency=sim_latency,
+        sim_fail=sim_fail,
+        sim_fail_rate=sim_fail_rate,
+        seed=seed,
+        model=model,
+        temperature=temperature,
+        max_iterations=max_iterations,
+    )
     with Firm(db, max_concurrent=1) as firm:
         root = firm.submit(
             org_file,
             goal,
             to=to,
             brain=brain,
-            brain_options=sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
-            if brain == "simulation"
-            else {},
+            brain_options=options,
             workspace=workspace,
             priority=priority,
             language=language,
+            grant=request,
         )
         if json_mode:
             print_json(

@@ -9,34 +9,40 @@ from typing import Annotated
 
 import typer
 
+from firm.cli.authority import BudgetOption, GrantOption, LimitOption, TtlOption, grant_request
 from firm.cli.common import DbOption, console, err_console
-from firm.cli.work import sim_options
+from firm.cli.options import (
+    BrainOption,
+    MaxConcurrentOption,
+    MaxIterationsOption,
+    ModelOption,
+    SeedOption,
+    SimFailOption,
+    SimFailRateOption,
+    SimLatencyOption,
+    TemperatureOption,
+    WorkspaceOption,
+    brain_options,
+)
 
 
 def serve(
     org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
-    brain: Annotated[str, typer.Option(help="simulation (no key) or llm.")] = "simulation",
+    brain: BrainOption = "simulation",
     db: DbOption = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option(
-            help="Where agents write files [default: the org chart's workspace, else ./workspace]."
-        ),
-    ] = None,
-    max_concurrent: Annotated[
-        int | None,
-        typer.Option(
-            min=1, max=1024, help="Sessions at once [default: the org chart's max_concurrent]."
-        ),
-    ] = None,
-    sim_latency: Annotated[float, typer.Option(help="Simulation: seconds per turn.")] = 0.0,
-    sim_fail: Annotated[
-        list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
-    ] = None,
-    sim_fail_rate: Annotated[
-        float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
-    ] = 0.0,
-    seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
+    workspace: WorkspaceOption = None,
+    max_concurrent: MaxConcurrentOption = None,
+    sim_latency: SimLatencyOption = 0.0,
+    sim_fail: SimFailOption = None,
+    sim_fail_rate: SimFailRateOption = 0.0,
+    seed: SeedOption = 0,
+    model: ModelOption = None,
+    temperature: TemperatureOption = None,
+    max_iterations: MaxIterationsOption = None,
+    grant: GrantOption = None,
+    limit: LimitOption = None,
+    ttl: TtlOption = None,
+    budget: BudgetOption = None,
     host: Annotated[
         str,
         typer.Option(help="Address to listen on. Anything but loopback needs the token for reads."),
@@ -58,9 +64,17 @@ def serve(
         org_file,
         db=db,
         brain=brain,
-        brain_options=sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
-        if brain == "simulation"
-        else {},
+        brain_options=brain_options(
+            brain,
+            sim_latency=sim_latency,
+            sim_fail=sim_fail,
+            sim_fail_rate=sim_fail_rate,
+            seed=seed,
+            model=model,
+            temperature=temperature,
+            max_iterations=max_iterations,
+        ),
+        grant=grant_request(grant, limit, ttl, budget),
         workspace=workspace,
         max_concurrent=max_concurrent,
         policy=policy,

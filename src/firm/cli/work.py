@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -22,6 +22,23 @@ from firm.cli.common import (
     run_summary,
     watch,
 )
+from firm.cli.options import (
+    BrainOption,
+    LanguageOption,
+    MaxConcurrentOption,
+    MaxIterationsOption,
+    ModelOption,
+    PriorityOption,
+    SeedOption,
+    SimFailOption,
+    SimFailRateOption,
+    SimLatencyOption,
+    TemperatureOption,
+    ToOption,
+    WorkspaceOption,
+    brain_options,
+    sim_options,
+)
 from firm.engine.company import Company
 from firm.errors import FirmError
 from firm.org import load_org
@@ -31,21 +48,6 @@ DEMO_GOAL = "Launch an AI note-taking app"
 
 def demo_org_text() -> str:
     return resources.files("firm").joinpath("examples/demo.yaml").read_text(encoding="utf-8")
-
-
-def sim_options(
-    latency: float, fail: list[str] | None, fail_rate: float, seed: int
-) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    if latency:
-        options["latency"] = latency
-    if fail:
-        options["fail_agents"] = list(fail)
-    if fail_rate:
-        options["fail_rate"] = fail_rate
-    if seed:
-        options["seed"] = seed
-    return options
 
 
 def _work(firm: Firm, root_ids: list[str], json_mode: bool) -> None:
@@ -72,46 +74,20 @@ def _work(firm: Firm, root_ids: list[str], json_mode: bool) -> None:
 def run(
     org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
     goal: Annotated[str, typer.Argument(help="The goal for the top agent.", show_default=False)],
-    brain: Annotated[str, typer.Option(help="simulation (no key) or llm.")] = "simulation",
+    brain: BrainOption = "simulation",
     db: DbOption = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option(
-            help="Where agents write files [default: the org chart's workspace, else ./workspace]."
-        ),
-    ] = None,
-    max_concurrent: Annotated[
-        int | None,
-        typer.Option(
-            min=1, max=1024, help="Sessions at once [default: the org chart's max_concurrent]."
-        ),
-    ] = None,
-    to: Annotated[
-        str | None, typer.Option(help="The agent the goal goes to [default: the top of the chart].")
-    ] = None,
-    priority: Annotated[str, typer.Option(help="low, normal, high or urgent.")] = "normal",
-    language: Annotated[
-        str | None,
-        typer.Option(help="Language code for the work [default: detected from the goal]."),
-    ] = None,
-    sim_latency: Annotated[float, typer.Option(help="Simulation: seconds per turn.")] = 0.0,
-    sim_fail: Annotated[
-        list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
-    ] = None,
-    sim_fail_rate: Annotated[
-        float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
-    ] = 0.0,
-    seed: Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")] = 0,
-    model: Annotated[
-        str | None,
-        typer.Option(help="LLM: the model for every agent [default: llm.model, else FIRM_MODEL]."),
-    ] = None,
-    temperature: Annotated[
-        float | None, typer.Option(min=0, max=2, help="LLM: sampling temperature.")
-    ] = None,
-    max_iterations: Annotated[
-        int | None, typer.Option(min=1, max=1000, help="LLM: model calls per session at most.")
-    ] = None,
+    workspace: WorkspaceOption = None,
+    max_concurrent: MaxConcurrentOption = None,
+    to: ToOption = None,
+    priority: PriorityOption = "normal",
+    language: LanguageOption = None,
+    sim_latency: SimLatencyOption = 0.0,
+    sim_fail: SimFailOption = None,
+    sim_fail_rate: SimFailRateOption = 0.0,
+    seed: SeedOption = 0,
+    model: ModelOption = None,
+    temperature: TemperatureOption = None,
+    max_iterations: MaxIterationsOption = None,
     grant: GrantOption = None,
     limit: LimitOption = None,
     ttl: TtlOption = None,
@@ -121,16 +97,16 @@ def run(
     """Give the company a goal and watch it work, to the end."""
     request = grant_request(grant, limit, ttl, budget)
     org = load_org(org_file)
-    if brain == "llm":
-        from firm.brains.llm import submission_options
-
-        options = submission_options(
-            model=model, temperature=temperature, max_iterations=max_iterations
-        )
-    elif model is not None or temperature is not None or max_iterations is not None:
-        raise FirmError("--model, --temperature and --max-iterations apply to --brain llm")
-    else:
-        options = sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
+    options = brain_options(
+        brain,
+        sim_latency=sim_latency,
+        sim_fail=sim_fail,
+        sim_fail_rate=sim_fail_rate,
+        seed=seed,
+        model=model,
+        temperature=temperature,
+        max_iterations=max_iterations,
+    )
     firm = Firm(db, max_concurrent=max_concurrent or org.max_concurrent)
     try:
         root = firm.submit(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from firm.api import Firm
+from firm.authority.grants import GrantRequest
 from firm.brains import make_brain
 from firm.engine import resolve_workspace
 from firm.errors import FirmError, TaskNotFound
@@ -34,6 +35,7 @@ class Office:
         db: str | Path | None = None,
         brain: str = "simulation",
         brain_options: dict[str, Any] | None = None,
+        grant: GrantRequest | None = None,
         workspace: str | Path | None = None,
         max_concurrent: int | None = None,
         policy: AccessPolicy,
@@ -44,6 +46,7 @@ class Office:
         self.org_yaml = path.read_text(encoding="utf-8")
         self.brain = brain
         self.brain_options = dict(brain_options or {})
+        self.grant = grant  # what every goal given through the office is narrowed to
         make_brain(brain, self.brain_options)  # an unknown brain or bad option fails now
         self.workspace = Workspace(resolve_workspace(self.org, workspace))
         self.policy = policy
@@ -90,6 +93,7 @@ class Office:
             priority=priority,
             language=language,
             org_yaml=self.org_yaml,
+            grant=self.grant,
         )
 
     def cancel(self, task_id: str, reason: str) -> tuple[Task, list[Task]]:
