@@ -77,6 +77,11 @@ class Session(ToolContext):
         self.last_text: str | None = None
         self.cancel_reason: str | None = None
         self._tokens_used = 0  # recorded by this session, on top of task.usage at its start
+        # Log entries of lifecycle calls (delegate, complete, fail). Their effect is written by
+        # a later store transaction — the delegation or the settle — so their entries ride in
+        # that transaction rather than costing one of their own; a crash before it loses the
+        # entry together with the effect it records.
+        self._deferred: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -206,13 +211,16 @@ class Session(ToolContext):
 
     def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
         """Run a tool by dotted name or model name, through the one checked path."""
+        tool = self.company.registry.find(name)
+        if tool is None or not tool.lifecycle:
+            # Entries still waiting go first, so this call's check is placed after them.
+            self.flush_deferred()
         standing, fresh = self.standing()
         revoked = any(link.revoked for link in standing.lineage)
         if not revoked:
             # A revoked task is also cancelled; its calls are denied (and logged) as revoked
             # rather than cut short, so the model and the log both say why.
             self._stop_if_cancelled(fresh)
-        tool = self.company.registry.find(name)
         offered = {t.name for t in self.tools()}
         if tool is None or (tool.lifecycle and tool.name not in offered):
             names = ", ".join(sorted(t.model_name for t in self.tools()))
@@ -257,7 +265,7 @@ class Session(ToolContext):
             raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
 
     def _refuse(self, name: str, message: str) -> ToolResult:
-        self.store.append_events(
+        self._write_events(
             [("tool_error", self.task.id, self.agent_id, {"tool": name, "error": message})]
         )
         return ToolResult(False, f"error: {message}")
@@ -296,7 +304,11 @@ class Session(ToolContext):
         }
         if not ok:
             data["error"] = content[:500]
-        self.store.append_events([("tool_call", self.task.id, self.agent_id, data)])
+        entry = ("tool_call", self.task.id, self.agent_id, data)
+        if tool.lifecycle and ok:
+            self._deferred.append(entry)
+        else:
+            self._write_events([entry])
 
     def _log_denial(
         self,
@@ -315,7 +327,7 @@ class Session(ToolContext):
             "summary": _summary(tool, args),
             **self._authority_data(tool, args, given, standing),
         }
-        self.store.append_events([("tool_denied", self.task.id, self.agent_id, data)])
+        self._write_events([("tool_denied", self.task.id, self.agent_id, data)])
         if denial.code != "revoked" and self.company.on_denial(self.task, denial):
             self.store.revoke(
                 self.task.id,
@@ -383,7 +395,8 @@ class Session(ToolContext):
             language=(language or self.task.language).strip() or self.task.language,
             grant=grant,
         )
-        result = self.store.delegate(self.task.id, self.task.turn, new)
+        result = self.store.delegate(self.task.id, self.task.turn, new, events=self._deferred)
+        self._deferred = []
         if result.task.id not in self.delegated:
             self.delegated.append(result.task.id)
         if self._on_delegate is not None:
@@ -409,6 +422,20 @@ class Session(ToolContext):
             raise ToolError(f"this task has already ended ({self.outcome.kind})")
         self.outcome = Outcome.failed(reason.strip() or "no reason given")
         return "task marked as failed"
+
+    def take_deferred(self) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
+        """Hand over the entries waiting for a write (the engine settles with them)."""
+        deferred, self._deferred = self._deferred, []
+        return deferred
+
+    def flush_deferred(self) -> None:
+        if self._deferred:
+            self._write_events([])
+
+    def _write_events(
+        self, entries: list[tuple[str, str | None, str | None, dict[str, Any]]]
+    ) -> None:
+        self.store.append_events(self.take_deferred() + entries)
 
     def wrote_file(self, path: str) -> None:
         if path not in self.files_written:

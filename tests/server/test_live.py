@@ -64,7 +64,8 @@ def test_every_event_arrives_live_and_in_order(office: Running) -> None:
     seqs = [e["seq"] for e in seen]
     assert seqs == list(range(snap["seq"] + 1, snap["seq"] + 1 + len(seqs)))
     assert seen == log(office, snap["seq"], seqs[-1])
-    mine = [e for e in seen if e["task_id"] == root]
+    # (the checkpoint that signs the log when a root ends may arrive in the same batch)
+    mine = [e for e in seen if e["task_id"] == root and e["kind"] != "checkpoint"]
     assert mine[0]["kind"] == "created" and mine[-1]["kind"] == "completed"
     assert sum(e["kind"] == "delegated" for e in seen) >= 6
 

@@ -43,6 +43,8 @@ from firm.tasks import Outcome, Priority, Status, Task
 
 log = logging.getLogger("firm.engine")
 
+Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
+
 _HOST = socket.gethostname()
 _NEW_WORK = frozenset({"created", "delegated", "woken", "requeued"})
 _ENDINGS = frozenset({"completed", "failed", "cancelled"})
@@ -399,11 +401,11 @@ class Engine:
 
     def _work(self, task: Task, cancel: threading.Event) -> None:
         try:
-            outcome = self._session(task, cancel)
+            outcome, pending = self._session(task, cancel)
             if outcome is not None:
                 with self._running_lock:
                     self._settling.add(task.id)
-                settled = self.store.settle(task.id, self.worker_id, outcome)
+                settled = self.store.settle(task.id, self.worker_id, outcome, events=pending)
                 if settled.applied and settled.task is not None:
                     self.checkpoints.after_ended([settled.task])
         except StoreUnavailable as exc:
@@ -428,13 +430,17 @@ class Engine:
         except Exception:  # still unreachable: the lease expires and another worker recovers it
             log.warning("could not hand %s back; its lease will expire", task_id)
 
-    def _session(self, task: Task, cancel: threading.Event) -> Outcome | None:
+    def _session(self, task: Task, cancel: threading.Event) -> tuple[Outcome | None, Pending]:
+        """Run the session. Returns its outcome (None: it was cancelled, or the worker is
+        stopping and hands the task back) and the log entries left for the settle to write."""
         try:
             company = self.company(task.root_id)
         except StoreUnavailable:
             raise
         except Exception as exc:
-            return Outcome.failed(f"the company of run {task.root_id} cannot start: {exc}")
+            return Outcome.failed(f"the company of run {task.root_id} cannot start: {exc}"), []
+        session: Session | None = None
+        outcome: Outcome | None
         try:
             subtasks = self.store.children(task.id)
             session = Session(
@@ -447,13 +453,24 @@ class Engine:
                 worker_id=self.worker_id,
             )
             text = company.brain.run(session)
-            if cancel.is_set() and self._stop.is_set():
-                return None  # stopping: hand the task back rather than settle half a turn
-            return session.final_outcome(text)
+            stopping = cancel.is_set() and self._stop.is_set()
+            outcome = None if stopping else session.final_outcome(text)
         except SessionCancelled:
-            return None
+            outcome = None
         except StoreUnavailable:
             raise
         except Exception as exc:
             log.exception("session of %s crashed", task.id)
-            return Outcome.failed(f"{task.assignee}'s session crashed: {type(exc).__name__}: {exc}")
+            outcome = Outcome.failed(
+                f"{task.assignee}'s session crashed: {type(exc).__name__}: {exc}"
+            )
+        pending = session.take_deferred() if session is not None else []
+        if outcome is None and pending:
+            # No settle will carry them, but the calls did run: their entries still belong
+            # in the log.
+            try:
+                self.store.append_events(pending)
+            except Exception:
+                log.warning("could not log the last calls of %s's session", task.id)
+            pending = []
+        return outcome, pending

@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,15 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from firm.audit.chain import canonical_json, entry_hash
 from firm.errors import StoreError, TaskNotFound
 from firm.store import migrate, notify, schema
-from firm.store.base import DelegateResult, Event, EventListener, NewTask, RunSpec, SettleResult
+from firm.store.base import (
+    DelegateResult,
+    Event,
+    EventListener,
+    NewTask,
+    PendingEvents,
+    RunSpec,
+    SettleResult,
+)
 from firm.store.notify import PgListener, SignalListener, StoreSignal
 from firm.store.retry import RetryPolicy, retrying
 from firm.tasks import OPEN, Outcome, Priority, Status, Task, new_task_id, normalise_title
@@ -54,7 +62,6 @@ log = logging.getLogger("firm.store")
 T = schema.tasks
 E = schema.events
 OPEN_VALUES = [str(s) for s in OPEN]
-PendingEvents = Sequence[tuple[str, str | None, str | None, dict[str, Any]]]
 _CLAIM_LOCK = 0x6669726D01  # the advisory lock capped claims take turns under (PostgreSQL)
 
 
