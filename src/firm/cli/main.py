@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from firm.cli import inspect, work
+from firm.cli import inspect, team, work
 from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
 from firm.errors import FirmError, OrgChartError
 
@@ -21,6 +21,7 @@ app = typer.Typer(
 
 work.register(app)
 inspect.register(app)
+team.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

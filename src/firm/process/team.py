@@ -214,7 +214,7 @@ class Team:
             if root_id is None:
                 root_id = submit(firm, spec, workspace=self.workspace, llm=self.llm_options).id
             self.run_id = root_id
-            unsubscribe = firm.store.subscribe(_printer(spec)) if self.verbose else None
+            unsubscribe = firm.store.subscribe(event_printer(spec)) if self.verbose else None
             try:
                 firm.run_until(root_id)
             finally:
@@ -410,10 +410,19 @@ def _llm(value: str | dict[str, Any] | None, where: str) -> LLMConfig | None:
         return None
     try:
         if isinstance(value, str):
-            return LLMConfig(model=value)
-        return LLMConfig(**value)
+            return LLMConfig(model=_model_name(value))
+        data = dict(value)
+        if isinstance(data.get("model"), str):
+            data["model"] = _model_name(data["model"])
+        return LLMConfig(**data)
     except (ValidationError, TypeError) as exc:
         raise TeamError(f"{where}: not valid llm settings: {exc}") from None
+
+
+def _model_name(model: str) -> str:
+    """CrewAI spells OpenAI models "openai/gpt-4o"; the endpoint here is OpenAI-compatible,
+    so the provider prefix is dropped."""
+    return model[len("openai/") :] if model.startswith("openai/") else model
 
 
 def _merge_llm(base: LLMConfig | None, override: LLMConfig | None) -> LLMConfig | None:
@@ -490,9 +499,9 @@ def _check_names(members: list[MemberSpec]) -> None:
         seen.update(dict.fromkeys({normalise_name(m.name), m.id}, m.name))
 
 
-def _printer(spec: TeamSpec) -> Callable[[list[Event]], None]:
-    """output="verbose": one line per manager decision and per task start and end."""
-    names = {m.id: m.name for m in spec.members}
+def event_printer(spec: TeamSpec, decisions_only: bool = False) -> Callable[[list[Event]], None]:
+    """output="verbose": one line per manager decision (and per task start and end)."""
+    names = {} if decisions_only else {m.id: m.name for m in spec.members}
 
     def show(events: list[Event]) -> None:
         for e in events:
