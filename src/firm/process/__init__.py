@@ -6,7 +6,22 @@ Importing this package registers the "team" brain, so `firm resume` can continue
 run. See docs/teams.md.
 """
 
-from firm.process import brain as _brain  # noqa: F401  (registers the "team" brain)
+from __future__ import annotations
+
+from typing import Any
+
+from firm.brains import Brain, register_brain
+from firm.process.spec import BRAIN_NAME
 from firm.process.team import Agent, Task, Team, TeamError, TeamFailed
+
+
+def _team_brain(options: dict[str, Any]) -> Brain:
+    # Imported when a team's run is worked, not when firm is: it brings in the model client.
+    from firm.process.brain import TeamBrain
+
+    return TeamBrain.from_options(options)
+
+
+register_brain(BRAIN_NAME, _team_brain)
 
 __all__ = ["Agent", "Task", "Team", "TeamError", "TeamFailed"]

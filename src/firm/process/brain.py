@@ -11,18 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firm.brains import register_brain
 from firm.brains.llm import LLMBrain
 from firm.errors import FirmError
 from firm.process.coordinator import run_coordinator
 from firm.process.manager import run_manager_turn
-from firm.process.spec import COORDINATOR, TeamSpec
+from firm.process.spec import BRAIN_NAME, COORDINATOR, TeamSpec
 
 if TYPE_CHECKING:
     from firm.org import OrgChart
     from firm.session import Session
-
-BRAIN_NAME = "team"
 
 
 @dataclass
@@ -64,6 +61,3 @@ class TeamBrain:
             run_manager_turn(session, self.spec, self.llm)
             return None
         return self.llm.run(session)
-
-
-register_brain(BRAIN_NAME, TeamBrain.from_options)

@@ -93,8 +93,8 @@ class TeamEntry(_Strict):
     workspace: str | None = None
     tool_modules: list[str] = Field(default_factory=list)
     inputs: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    agents: str | dict[str, Any]
-    tasks: str | dict[str, Any]
+    agents: Any  # a mapping of agents by name, or the name of a file holding one
+    tasks: Any
 
 
 @dataclass
@@ -184,9 +184,10 @@ def load_team(path: str | Path, *, inputs: dict[str, Any] | None = None, **overr
         _fill(manager_entry, values, team_doc, ("manager",), problems)
     if entry.name:
         entry.name = _fill_text(entry.name, values, team_doc, ("name",), problems)
+    agent_keys = [str(k) for k in _mapping(agents_doc, "agents", agents_path)]
     _check_references(
-        entry, agent_entries, task_entries, (agents_doc, agents_path), (tasks_doc, tasks_path),
-        problems,
+        entry, agent_entries, agent_keys, task_entries, (agents_doc, agents_path),
+        (tasks_doc, tasks_path), problems,
     )  # fmt: skip
     if problems:
         raise TeamFileError(problems)
@@ -221,12 +222,18 @@ def load_team(path: str | Path, *, inputs: dict[str, Any] | None = None, **overr
     return Team(list(agents.values()), list(tasks.values()), **settings)
 
 
-def _part(
-    team_doc: _Doc, value: str | dict[str, Any], key: str, base: Path
-) -> tuple[_Doc, tuple[str | int, ...]]:
+def _part(team_doc: _Doc, value: Any, key: str, base: Path) -> tuple[_Doc, tuple[str | int, ...]]:
     """The document holding the agents (or tasks), and the path to them inside it."""
     if isinstance(value, str):
         return _read(base / value), ()
+    if not isinstance(value, dict) or not value:
+        raise TeamFileError(
+            [
+                team_doc.problem(
+                    (key,), f"expected a mapping of {key} by name, or the name of a file"
+                )
+            ]
+        )
     return team_doc, (key,)
 
 
@@ -312,6 +319,7 @@ def _fill(
 def _check_references(
     entry: TeamEntry,
     agents: dict[str, AgentEntry],
+    agent_keys: list[str],
     tasks: dict[str, TaskEntry],
     agents_at: tuple[_Doc, tuple[str | int, ...]],
     tasks_at: tuple[_Doc, tuple[str | int, ...]],
@@ -331,7 +339,7 @@ def _check_references(
                 )
             )
         seen[name] = key
-    known_agents = {normalise_name(k): k for k in agents}
+    known_agents = {normalise_name(k): k for k in agent_keys}
     known_tasks = set(tasks)
     for key, t in tasks.items():
         where = (*task_path, key)
@@ -339,7 +347,7 @@ def _check_references(
             problems.append(
                 task_doc.problem(
                     (*where, "agent"),
-                    f"{t.agent!r} names no agent (known: {', '.join(agents)})",
+                    f"{t.agent!r} names no agent (known: {', '.join(agent_keys)})",
                 )
             )
         if t.agent is None and entry.process == "sequential":

@@ -9,9 +9,8 @@ from typing import Any
 
 from firm.api import Firm
 from firm.language import detect_language
-from firm.process.brain import BRAIN_NAME
 from firm.process.ledger import TeamState, read
-from firm.process.spec import DEFAULT_MODEL, TeamSpec
+from firm.process.spec import BRAIN_NAME, DEFAULT_MODEL, TeamSpec
 from firm.tasks import Status, Task
 
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from firm.org import LLMConfig, OrgChart, parse_org
 
+BRAIN_NAME = "team"  # the brain a team's run is stored with
 COORDINATOR = "coordinator"
 DEFAULT_MODEL = "gpt-4o-mini"  # when neither llm=, the team's llm nor FIRM_MODEL names one
 MAX_REPROMPTS = 3  # invalid manager answers sent back in a row; the next one ends the run
