@@ -97,3 +97,44 @@ def test_kickoff_fills_placeholders_from_inputs(
     (req,) = server.requests
     assert "Research robots in 2025" in req.request.brief
     assert "robots researcher" in req.request.system
+
+
+def test_start_continues_an_unfinished_run_of_the_same_team(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    from firm.process.run import submit
+
+    model.when(agent="manager").reply(pick("research", "Researcher"), pick("write", "Writer"))
+    model.when(agent="researcher").reply(text("Trends."))
+    model.when(agent="writer").reply(text("Article."))
+    team = two_task_team(db, tmp_path)
+    with Firm(db) as firm:  # a run another process created, then died before working it
+        left = submit(firm, team.spec()).id
+    assert team.start() == "Article."
+    assert team.run_id == left
+    assert roots(db) == [left]
+    # A team defined differently is another team: it starts its own run.
+    other = two_task_team(db, tmp_path, max_iter=5)
+    model.when(agent="manager").reply(pick("research", "Researcher"), pick("write", "Writer"))
+    model.when(agent="researcher").reply(text("Trends."))
+    model.when(agent="writer").reply(text("Article."))
+    other.start()
+    assert other.run_id != left and len(roots(db)) == 2
+
+
+def test_hierarchical_tasks_need_no_agent(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    model.when(agent="manager").reply(pick("task-1", "Helper"))
+    model.when(agent="helper").reply(text("Done it."))
+    helper = Agent(name="Helper", role="Does anything")
+    team = Team(
+        agents=[helper],
+        tasks=[Task("Do the thing")],
+        process="hierarchical",
+        db=db,
+        workspace=tmp_path / "ws",
+    )
+    assert team.start() == "Done it."
+    assert "Meant for" not in server.requests_for("manager")[0].request.brief
+    assert "- task-1 [not started]: Do the thing" in server.requests_for("manager")[0].request.brief
