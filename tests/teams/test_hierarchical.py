@@ -218,6 +218,8 @@ def test_a_failing_task_is_retried_three_times_then_excluded_and_the_run_goes_on
     assert result["manager"]["status"] == "failed"
     assert "research could not be done" in result["error"]
     assert [t.status for t in team.tasks] == ["failed", "done"]
+    (excluded,) = events(db, "team_task_excluded")
+    assert excluded.data == {"task_id": "research", "failures": 4, "reason": "the sources are down"}
     # The brief of the 4th attempt's turn said how often it had failed, and why.
     assert "failed 3 time(s), may be tried again" in server.requests_for("manager")[3].request.brief
     assert "Last failure: the sources are down" in server.requests_for("manager")[3].request.brief

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING
 
 from firm.process.ledger import TeamState, read
 from firm.process.prompts import turn_brief, worker_description
-from firm.process.spec import COORDINATOR, MAX_RETRIES, TeamSpec, turn_title, worker_title
+from firm.process.spec import (
+    COORDINATOR,
+    MAX_RETRIES,
+    TeamSpec,
+    task_id_of,
+    turn_title,
+    worker_title,
+)
 from firm.tasks import Status
 
 if TYPE_CHECKING:
@@ -111,6 +118,7 @@ def _sequential(spec: TeamSpec, state: TeamState) -> Step:
 
 def run_coordinator(session: Session, spec: TeamSpec) -> None:
     state = read(spec, session.store.subtree(session.task_id))
+    _log_exclusion(session, state)
     step = next_step(spec, state)
     steps = step if isinstance(step, list) else [step]
     for s in steps:
@@ -128,6 +136,18 @@ def run_coordinator(session: Session, spec: TeamSpec) -> None:
         else:
             _ended(session, "failed", s.reason)
             session.call("fail_task", {"reason": s.reason})
+
+
+def _log_exclusion(session: Session, state: TeamState) -> None:
+    """A team task the last turn's failure excluded goes into the log once, when seen."""
+    last = state.turns[-1] if state.turns else None
+    if last is None or last.worker is None or state.open_children:
+        return
+    task = state.tasks.get(task_id_of(last.worker.title))
+    if task is None or task.status != "excluded" or task.attempts[-1:] != [last.worker.id]:
+        return
+    data = {"task_id": task.id, "failures": len(task.failures), "reason": task.failures[-1]}
+    session.store.append_events([("team_task_excluded", session.task_id, COORDINATOR, data)])
 
 
 def _ended(session: Session, status: str, reason: str | None) -> None:

@@ -526,6 +526,8 @@ def describe_event(e: Event, names: dict[str, str]) -> str | None:
         return f"[manager] {turn}: {d.get('reason')}"
     if e.agent in names and e.kind in ("started", "completed", "failed"):
         return f"[{names[e.agent]}] {e.kind} {e.task_id}"
+    if e.kind == "team_task_excluded":
+        return f"[team] {d.get('task_id')} is excluded after {d.get('failures')} failure(s)"
     if e.kind == "team_ended":
         return f"[team] {d.get('status')}" + (f": {d.get('reason')}" if d.get("reason") else "")
     return None
