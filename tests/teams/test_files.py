@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from firm import Team
 from firm.process.files import TeamFileError, load_team
 
 AGENTS = """\
@@ -94,7 +95,8 @@ def test_a_team_file_with_crewai_agents_and_tasks_files(tmp_path: Path) -> None:
 
 def test_a_crewai_config_folder_is_a_sequential_team(tmp_path: Path) -> None:
     write(tmp_path / "config", agents_yaml=AGENTS, tasks_yaml=TASKS)
-    team = load_team(tmp_path / "config", inputs={"topic": "robots"})
+    team = Team.from_yaml(tmp_path / "config", inputs={"topic": "robots"}, max_iter=4)
+    assert team.max_iter == 4
     spec = team.spec()
     assert spec.process == "sequential" and spec.name == "team"
     assert [t.id for t in spec.tasks] == ["research_task", "reporting_task"]

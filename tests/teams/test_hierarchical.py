@@ -331,3 +331,33 @@ def test_the_trace_is_json_in_each_turns_result(
     record = json.loads(turns[0].result or "")
     assert record["action"] == "execute" and record["task_id"] == "research"
     assert record["outcome"] == "done"
+
+
+def test_cancelling_one_team_task_excludes_it_and_the_run_goes_on(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    model.when(agent="manager").reply(pick("research", "Researcher"), pick("write", "Writer"))
+    model.when(agent="researcher").reply(hang())
+    model.when(agent="writer").reply(text(ARTICLE))
+    team = two_task_team(db, tmp_path)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            team.start()
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert server.wait_until(lambda reqs: any(r.agent == "researcher" for r in reqs), 30)
+    with Firm(db) as firm:
+        (research,) = firm.tasks(assignee="researcher")
+        firm.cancel(research.id, "not needed")
+    thread.join(30)
+    (exc,) = failure
+    assert isinstance(exc, TeamFailed)
+    result = exc.result
+    assert result["task_results"] == {"research": None, "write": ARTICLE}
+    assert "research could not be done" in result["error"]
+    assert "cancelled" in server.requests_for("manager")[1].request.brief

@@ -199,6 +199,16 @@ class Team:
         self.result: dict[str, Any] | None = None
         self.spec()  # every mistake in the definition is reported now, not at start()
 
+    @classmethod
+    def from_yaml(
+        cls, path: str | Path, *, inputs: dict[str, Any] | None = None, **options: Any
+    ) -> Team:
+        """A team from a team file or a folder of agents.yaml and tasks.yaml (docs/teams.md);
+        `options` are Team keyword arguments that override the file's."""
+        from firm.process.files import load_team
+
+        return load_team(path, inputs=inputs, **options)
+
     # --- running ---------------------------------------------------------------------------
 
     def start(self, return_dict: bool = False, *, inputs: dict[str, Any] | None = None) -> Any:
