@@ -138,3 +138,21 @@ def test_hierarchical_tasks_need_no_agent(
     assert team.start() == "Done it."
     assert "Meant for" not in server.requests_for("manager")[0].request.brief
     assert "- task-1 [not started]: Do the thing" in server.requests_for("manager")[0].request.brief
+
+
+def test_new_inputs_run_every_task_again(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    model.when(agent="researcher", brief_contains="robots").reply(text("Robots."))
+    model.when(agent="researcher", brief_contains="boats").reply(text("Boats."))
+    researcher = Agent(name="Researcher", role="Researcher")
+    team = Team(
+        agents=[researcher],
+        tasks=[Task("Research {topic}", agent=researcher)],
+        db=db,
+        workspace=tmp_path / "ws",
+    )
+    assert team.kickoff(inputs={"topic": "robots"}) == "Robots."
+    assert team.kickoff(inputs={"topic": "robots"}) == "Robots."  # the same: at once
+    assert team.kickoff(inputs={"topic": "boats"}) == "Boats."
+    assert len(server.requests) == 2

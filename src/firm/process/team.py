@@ -197,6 +197,7 @@ class Team:
         self.tool_modules = list(tool_modules or [])
         self.run_id: str | None = None
         self.result: dict[str, Any] | None = None
+        self._outputs_key: str | None = None  # the definition the tasks' outputs came from
         self.spec()  # every mistake in the definition is reported now, not at start()
 
     @classmethod
@@ -215,8 +216,13 @@ class Team:
         """Run the tasks not done yet; returns the last task's raw output, or with
         return_dict=True every task's output by id with the manager's trace. A team whose
         tasks are all done returns at once. Raises TeamFailed if the run ends with a task
-        not done. A run left unfinished (the process was killed) is continued, not redone."""
+        not done. A run left unfinished (the process was killed) is continued, not redone.
+        Outputs belong to the definition that produced them: after a change to the team or
+        its inputs, every task runs again."""
         spec = self.spec(inputs)
+        if self._outputs_key is not None and self._outputs_key != spec.key():
+            self.reset()
+            spec = self.spec(inputs)
         if all(t.status == DONE for t in self.tasks):
             return self._from_memory(spec, return_dict)
         with Firm(self.db) as firm:
@@ -254,6 +260,7 @@ class Team:
                 t.reset()
 
     def _finish(self, outcome: TeamResult, return_dict: bool) -> Any:
+        self._outputs_key = outcome.spec.key()
         ids = {self._task_id(t, i): t for i, t in enumerate(self.tasks)}
         for tid, state in outcome.state.tasks.items():
             task = ids[tid]
