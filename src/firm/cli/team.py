@@ -23,7 +23,7 @@ from firm.cli.common import (
 from firm.errors import FirmError
 from firm.process.files import load_team
 from firm.process.run import collect, open_run, submit
-from firm.process.team import event_printer
+from firm.process.verbose import event_printer
 
 team_app = typer.Typer(
     help="Teams of agents with a task list (sequential or hierarchical), from YAML.",

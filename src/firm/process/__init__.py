@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from firm.brains import Brain, register_brain
+from firm.process.errors import TeamError, TeamFailed
+from firm.process.members import Agent, Task
 from firm.process.spec import BRAIN_NAME
-from firm.process.team import Agent, Task, Team, TeamError, TeamFailed
+from firm.process.team import Team
 
 
 def _team_brain(options: dict[str, Any]) -> Brain:
