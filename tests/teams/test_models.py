@@ -6,9 +6,42 @@ from pathlib import Path
 
 import pytest
 
+import firm
 from firm import Agent, Firm, FirmError, Task, Team
 from firm.testing import ModelServer, ScriptedModel, call, calls, text
 from tests.teams.conftest import pick, two_task_team
+
+
+@firm.tool("notes.count")
+def count_words(text: str) -> str:
+    """Count the words in a text."""
+    return str(len(text.split()))
+
+
+def test_an_agent_may_be_given_tool_functions(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    model.when(agent="counter", step=0).reply(calls(call("notes_count", text="one two three")))
+    model.when(agent="counter", step=1).reply(text("Three words."))
+    counter = Agent(name="Counter", role="Counts", tools=[count_words])
+    team = Team(
+        agents=[counter],
+        tasks=[Task("Count the words", agent=counter)],
+        db=db,
+        workspace=tmp_path / "ws",
+    )
+    assert team.spec().tool_modules == [__name__]
+    assert team.start() == "Three words."
+    first, second = server.requests_for("counter")
+    offered = [t["function"]["name"] for t in first.body["tools"]]
+    assert offered == ["complete_task", "fail_task", "notes_count"]
+    assert second.request.tool_results == ["3"]
+    with pytest.raises(FirmError, match="is not a firm tool"):
+        Agent(name="X", role="x", tools=[len]) and Team(
+            agents=[Agent(name="X", role="x", tools=[len])],
+            tasks=[Task("t")],
+            process="hierarchical",
+        )
 
 
 def script(model: ScriptedModel) -> None:

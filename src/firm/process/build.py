@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -206,19 +205,20 @@ def _tool_names(agent: Agent, where: str, modules: list[str]) -> list[str]:
                 "or a function decorated with @firm.tool"
             )
         names.append(tool.name)
-        modules.append(_module_of(t))
+        modules.append(_module_of(t, tool.name, where))
     return names
 
 
-def _module_of(fn: Callable[..., Any]) -> str:
-    """How a resumed run finds a tool again: its module's name, or its file for a script."""
+def _module_of(fn: Callable[..., Any], tool: str, where: str) -> str:
+    """How a run (and a resume, in another process) finds a tool again: by its module."""
     name = getattr(fn, "__module__", "") or ""
-    module = sys.modules.get(name)
-    path = getattr(module, "__file__", None)
-    if name == "__main__" or not name:
-        if path is None:
-            raise TeamError(f"cannot tell where the tool {fn!r} is defined; put it in a module")
-        return str(Path(path).resolve())
+    if name in ("", "__main__") or sys.modules.get(name) is None:
+        # Importing the script being run would run it again (and its team.start()).
+        raise TeamError(
+            f"{where}: the tool {tool!r} is defined in the script being run; firm imports a "
+            "tool's module to run it and to resume it later, so put the tool in a module of "
+            "its own (say tools.py) and import it from there"
+        )
     return name
 
 
