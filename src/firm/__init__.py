@@ -8,12 +8,14 @@ travel up, cancellation travels down, and a restart loses nothing.
 from firm.api import Firm
 from firm.errors import FirmError, OrgChartError, TaskNotFound, ToolError, WorkspaceError
 from firm.org import AgentSpec, OrgChart, load_org, parse_org
+from firm.process import Agent, Task, Team, TeamError, TeamFailed
 from firm.tasks import Priority, Status
 from firm.tools.registry import ToolContext, tool
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
     "AgentSpec",
     "Firm",
     "FirmError",
@@ -21,7 +23,11 @@ __all__ = [
     "OrgChartError",
     "Priority",
     "Status",
+    "Task",
     "TaskNotFound",
+    "Team",
+    "TeamError",
+    "TeamFailed",
     "ToolContext",
     "ToolError",
     "WorkspaceError",

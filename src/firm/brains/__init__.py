@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from firm.brains.base import Brain
@@ -9,9 +10,21 @@ from firm.errors import FirmError
 
 BRAINS = ("simulation", "llm", "crewai")
 
+# Brains defined by the layers above (firm.process registers "team"): a run names its brain
+# in the store, and `firm resume` rebuilds it by that name, so the name must be resolvable
+# without this package importing upwards.
+_REGISTERED: dict[str, Callable[[dict[str, Any]], Brain]] = {}
+
+
+def register_brain(name: str, factory: Callable[[dict[str, Any]], Brain]) -> None:
+    """Make `make_brain(name, options)` call `factory(options)`."""
+    _REGISTERED[name] = factory
+
 
 def make_brain(name: str, options: dict[str, Any] | None = None) -> Brain:
     options = dict(options or {})
+    if name in _REGISTERED:
+        return _REGISTERED[name](options)
     if name == "simulation":
         from firm.brains.simulation import SimulationBrain
 
@@ -30,7 +43,8 @@ def make_brain(name: str, options: dict[str, Any] | None = None) -> Brain:
                 f"the crewai brain needs the extra: pip install 'firm[crewai]' ({exc})"
             ) from None
         return CrewAIBrain.from_options(options)  # type: ignore[no-any-return]
-    raise FirmError(f"unknown brain {name!r} (one of: {', '.join(BRAINS)})")
+    known = ", ".join([*BRAINS, *_REGISTERED])
+    raise FirmError(f"unknown brain {name!r} (one of: {known})")
 
 
-__all__ = ["BRAINS", "Brain", "make_brain"]
+__all__ = ["BRAINS", "Brain", "make_brain", "register_brain"]

@@ -175,13 +175,15 @@ class LLMBrain:
 
     # --- a session ---------------------------------------------------------------------------
 
-    def run(self, session: Session) -> str | None:
+    def run(self, session: Session, **loop_options: Any) -> str | None:
+        """Work one session. `loop_options` go to SessionLoop (system, tools, response_format,
+        check_answer), for callers that speak their own protocol with the model."""
         try:
             settings = self.settings_for(session.org, session.agent_id)
         except FirmError as exc:
             session.fail(str(exc))
             return None
-        loop = SessionLoop(session, settings.loop, self._client(settings.endpoint))
+        loop = SessionLoop(session, settings.loop, self._client(settings.endpoint), **loop_options)
         return loop.run()
 
 

@@ -12,15 +12,20 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from firm.brains.llm_client import ModelCallError, ModelClient, Reply, Usage
 from firm.brains.llm_prompt import drop_null_optionals, system_prompt, tool_specs
-from firm.session import SessionCancelled
+from firm.session import SessionCancelled, ToolResult
 
 if TYPE_CHECKING:
     from firm.session import Session
+    from firm.tools.registry import ToolDef
+
+# Checks a final answer: None accepts it; a message sends it back to the model to correct.
+AnswerCheck = Callable[[str], str | None]
 
 CHARS_PER_TOKEN = 4  # a rough estimate, used only where the provider reports no usage
 MIN_COMPLETION = 16  # a call that could not even say "done" is not worth making
@@ -81,10 +86,29 @@ class _Thoughts:
 
 
 class SessionLoop:
-    def __init__(self, session: Session, settings: LoopSettings, client: ModelClient):
+    """The loop of one session. A caller with its own protocol (a team's manager turn, say)
+    may replace the system prompt, offer only some tools, ask for a response format, and
+    check each final answer: a check that returns a message sends the answer back to the
+    model with that message, as the next user turn."""
+
+    def __init__(
+        self,
+        session: Session,
+        settings: LoopSettings,
+        client: ModelClient,
+        *,
+        system: str | None = None,
+        tools: list[ToolDef] | None = None,
+        response_format: dict[str, Any] | None = None,
+        check_answer: AnswerCheck | None = None,
+    ):
         self.session = session
         self.settings = settings
         self.client = client
+        self.system = system
+        self.only_tools = tools
+        self.response_format = response_format
+        self.check_answer = check_answer
         self.thoughts = _Thoughts(session)
         self.calls = 0
         self.last_tokens = 0  # prompt + completion of the last call: the next prompt's floor
@@ -94,19 +118,23 @@ class SessionLoop:
 
     def run(self) -> str | None:
         s, cfg = self.session, self.settings
-        tools = s.tools()
+        tools = s.tools() if self.only_tools is None else self.only_tools
         request: dict[str, Any] = {"model": cfg.model}
         specs = tool_specs(tools, strict=cfg.strict_tools)
         if specs:
             request["tools"] = specs
         if cfg.temperature is not None:
             request["temperature"] = cfg.temperature
+        if self.response_format is not None:
+            request["response_format"] = self.response_format
         request["extra_headers"] = {"X-Firm-Agent": s.agent_id, "X-Firm-Task": s.task_id}
+        system = self.system if self.system is not None else system_prompt(s.org, s.agent_id, tools)
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt(s.org, s.agent_id, tools)},
+            {"role": "system", "content": system},
             {"role": "user", "content": s.brief},
         ]
         tools_chars = _chars(specs)
+        offered = {t.name for t in tools}
 
         for _ in range(cfg.max_iterations):
             prompt_chars = _chars(messages) + tools_chars
@@ -120,7 +148,15 @@ class SessionLoop:
                 return None  # the session has ended (the model API failed for good)
             if not reply.tool_calls:
                 if reply.text.strip() and reply.finish_reason != "length":
-                    return reply.text  # its result, or the end of its turn after delegating
+                    check = self.check_answer
+                    correction = None if check is None else check(reply.text)
+                    if s.ended:
+                        return None  # the check ended the session (it gave up on the answers)
+                    if correction is None:
+                        return reply.text  # its result, or the end of its turn after delegating
+                    messages.append({"role": "assistant", "content": reply.text})
+                    messages.append({"role": "user", "content": correction})
+                    continue
                 if s.delegated and reply.finish_reason != "length":
                     return None
                 messages.append({"role": "assistant", "content": reply.text or ""})
@@ -132,7 +168,10 @@ class SessionLoop:
             all_ok, only_delegation = True, True
             for call in reply.tool_calls:
                 tool = s.company.registry.find(call.name)
-                result = s.call(call.name, drop_null_optionals(tool, call.arguments))
+                if self.only_tools is not None and (tool is None or tool.name not in offered):
+                    result = self._not_offered(call.name, tools)
+                else:
+                    result = s.call(call.name, drop_null_optionals(tool, call.arguments))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": str(result)})
                 all_ok &= result.ok
                 only_delegation &= tool is not None and tool.name == "delegate_task"
@@ -152,6 +191,17 @@ class SessionLoop:
             "session without finishing the task (raise llm.max_iterations in the org chart "
             "or --max-iterations, or narrow the task)"
         )
+
+    def _not_offered(self, name: str, tools: list[ToolDef]) -> ToolResult:
+        """A call to a tool this loop does not offer (a lifecycle tool the caller handles
+        itself, say): refused like an unknown tool, so the model sees what it may call."""
+        s = self.session
+        names = ", ".join(sorted(t.model_name for t in tools)) or "none"
+        message = f"there is no tool {name!r} here (available: {names})"
+        s.store.append_events(
+            [("tool_error", s.task_id, s.agent_id, {"tool": name, "error": message})]
+        )
+        return ToolResult(False, f"error: {message}")
 
     # --- one call --------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from firm.cli import audit, authority, inspect, scale, serve, work
+from firm.cli import audit, authority, inspect, scale, serve, team, work
 from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
 from firm.errors import FirmError, OrgChartError
 
@@ -25,6 +25,7 @@ scale.register(app)
 authority.register(app)
 audit.register(app)
 serve.register(app)
+team.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,156 @@
+"""The coordinator: a deterministic brain at the top of a team that runs its process.
+
+Each session of the team's root task reads where the run stands (ledger.read) and takes
+one step through the engine's normal delegation:
+
+- hierarchical: hand the manager its next turn and end the session; woken when the turn
+  (and the team task it started) has ended, look again;
+- sequential: hand the next team task, in order, to its agent, with the results before it.
+
+It ends the run when there is nothing left to do: done, with the last team task's output
+as the result, when every task is done; failed, with the reason, otherwise — a manager
+that stopped early, failed, ran out of turns, or tasks that kept failing.
+`next_step` is the decision, pure; `run_coordinator` carries it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from firm.process.ledger import TeamState, read
+from firm.process.prompts import turn_brief, worker_description
+from firm.process.spec import (
+    COORDINATOR,
+    MAX_RETRIES,
+    TeamSpec,
+    task_id_of,
+    turn_title,
+    worker_title,
+)
+from firm.tasks import Status
+
+if TYPE_CHECKING:
+    from firm.session import Session
+
+
+@dataclass(frozen=True)
+class Delegate:
+    assignee: str
+    title: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Finish:
+    result: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    reason: str
+
+
+Step = Delegate | Finish | Fail
+
+
+def next_step(spec: TeamSpec, state: TeamState) -> Step | list[Delegate]:
+    """What the coordinator does now. A list: re-issue delegations a crashed session of
+    this same turn already made (they come back as the existing tasks), and wait."""
+    if state.open_children:
+        return [Delegate(c.assignee, c.title, c.description) for c in state.open_children]
+    if spec.hierarchical:
+        return _hierarchical(spec, state)
+    return _sequential(spec, state)
+
+
+def _not_done(state: TeamState) -> str:
+    return ", ".join(t for t, s in state.tasks.items() if not s.done)
+
+
+def _finish(spec: TeamSpec, state: TeamState) -> Finish:
+    return Finish(state.tasks[spec.tasks[-1].id].output or "")
+
+
+def _hierarchical(spec: TeamSpec, state: TeamState) -> Step:
+    assert spec.manager is not None
+    last = state.turns[-1] if state.turns else None
+    if last is not None and last.task.status == Status.FAILED:
+        return Fail(
+            f"the manager failed in turn {last.number} ({last.task.id}): "
+            f"{last.task.error or 'no reason given'}"
+        )
+    if last is not None and last.task.status == Status.CANCELLED:
+        return Fail(f"the manager failed: turn {last.number} ({last.task.id}) was cancelled")
+    if state.all_done:
+        return _finish(spec, state)
+    if not state.pending():
+        return Fail(
+            f"the manager failed: task(s) {', '.join(state.excluded())} could not be done "
+            f"(excluded after {MAX_RETRIES + 1} failures, or cancelled)"
+        )
+    if last is not None and last.action == "stop":
+        return Fail(
+            f"the manager failed: it stopped in turn {last.number} with task(s) not done: "
+            f"{_not_done(state)}"
+        )
+    if len(state.turns) >= spec.max_iter:
+        return Fail(
+            f"the manager failed: it used all {spec.max_iter} turns (max_iter) with task(s) "
+            f"not done: {_not_done(state)}"
+        )
+    number = len(state.turns) + 1
+    return Delegate(spec.manager.id, turn_title(number), turn_brief(spec, state, number))
+
+
+def _sequential(spec: TeamSpec, state: TeamState) -> Step:
+    for task in spec.tasks:
+        s = state.tasks[task.id]
+        if s.done:
+            continue
+        if s.status == "excluded":
+            why = "it was cancelled" if s.cancelled else f"it failed {len(s.failures)} times"
+            return Fail(f"task {task.id} could not be done ({why}): {s.failures[-1]}")
+        assert task.agent is not None
+        return Delegate(task.agent, worker_title(task), worker_description(spec, task, state))
+    return _finish(spec, state)
+
+
+def run_coordinator(session: Session, spec: TeamSpec) -> None:
+    state = read(spec, session.store.subtree(session.task_id))
+    _log_exclusion(session, state)
+    step = next_step(spec, state)
+    steps = step if isinstance(step, list) else [step]
+    for s in steps:
+        if isinstance(s, Delegate):
+            result = session.call(
+                "delegate_task",
+                {"assignee": s.assignee, "title": s.title, "description": s.description},
+            )
+            if not result.ok:  # the chart is generated, so this is firm's bug, not the user's
+                session.call("fail_task", {"reason": f"could not delegate: {result.content}"})
+                return
+        elif isinstance(s, Finish):
+            _ended(session, "done", None)
+            session.call("complete_task", {"result": s.result})
+        else:
+            _ended(session, "failed", s.reason)
+            session.call("fail_task", {"reason": s.reason})
+
+
+def _log_exclusion(session: Session, state: TeamState) -> None:
+    """A team task the last turn's failure excluded goes into the log once, when seen."""
+    last = state.turns[-1] if state.turns else None
+    if last is None or last.worker is None or state.open_children:
+        return
+    task = state.tasks.get(task_id_of(last.worker.title))
+    if task is None or task.status != "excluded" or task.attempts[-1:] != [last.worker.id]:
+        return
+    data = {"task_id": task.id, "failures": len(task.failures), "reason": task.failures[-1]}
+    session.store.append_events([("team_task_excluded", session.task_id, COORDINATOR, data)])
+
+
+def _ended(session: Session, status: str, reason: str | None) -> None:
+    session.store.append_events(
+        [("team_ended", session.task_id, COORDINATOR, {"status": status, "reason": reason})]
+    )

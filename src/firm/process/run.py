@@ -1,0 +1,133 @@
+"""A team's runs in a store: start one, find one a killed process left unfinished, and read
+what one produced. Shared by `Team.start()` and `firm team run`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from firm.api import Firm
+from firm.language import detect_language
+from firm.process.ledger import TeamState, read
+from firm.process.spec import BRAIN_NAME, DEFAULT_MODEL, TeamSpec
+from firm.tasks import Status, Task
+
+
+def llm_options(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The LLM brain's options for a new run: the model and endpoint the environment names
+    now (so a resume in another shell calls the same ones), firm's default model when
+    nothing names one, and whatever the caller adds. The key is never stored."""
+    from firm.brains.llm import submission_options
+
+    options = submission_options()
+    options.setdefault("default_model", DEFAULT_MODEL)
+    options.update(extra or {})
+    return options
+
+
+def submit(
+    firm: Firm,
+    spec: TeamSpec,
+    *,
+    workspace: str | Path | None = None,
+    llm: dict[str, Any] | None = None,
+) -> Task:
+    """Create the team's run: its root task, assigned to the coordinator. Nothing runs yet.
+    A missing model or key is reported here, before anything is created."""
+    descriptions = "\n".join(t.description for t in spec.tasks)
+    title = f"Team {spec.name}: {len(spec.tasks)} task(s), {spec.process}"
+    goal = title + "\n\n" + "\n".join(f"- {t.id}: {t.description.strip()}" for t in spec.tasks)
+    return firm.engine.submit(
+        spec.org_chart(),
+        goal,
+        brain=BRAIN_NAME,
+        brain_options={"team": spec.model_dump(mode="json"), "llm": llm_options(llm)},
+        workspace=workspace,
+        org_yaml=spec.org_yaml(),
+        language=spec.language or detect_language(descriptions),
+    )
+
+
+def open_run(firm: Firm, spec: TeamSpec) -> str | None:
+    """The root of an unfinished run of this same team, if the store holds one."""
+    key = spec.key()
+    for root_id in firm.store.open_run_ids():
+        run = firm.store.run(root_id)
+        if run.brain != BRAIN_NAME:
+            continue
+        stored = (run.brain_options or {}).get("team")
+        try:
+            if stored is not None and TeamSpec.model_validate(stored).key() == key:
+                return root_id
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass
+class TeamResult:
+    """What a team run produced, read from the store."""
+
+    run_id: str
+    status: Status
+    error: str | None
+    spec: TeamSpec
+    state: TeamState
+    rejections: dict[str, list[str]]  # manager turn id -> reasons its answers were rejected
+
+    @property
+    def done(self) -> bool:
+        return self.status == Status.DONE
+
+    @property
+    def last_output(self) -> str | None:
+        """The raw output of the team's last task — never the manager's text."""
+        return self.state.tasks[self.spec.tasks[-1].id].output
+
+    def task_status(self, task_id: str) -> str:
+        s = self.state.tasks[task_id]
+        if s.done:
+            return "done"
+        return "failed" if s.attempts else "not started"
+
+    def manager(self) -> dict[str, Any] | None:
+        if not self.spec.hierarchical:
+            return None
+        turns = []
+        for turn in self.state.turns:
+            trace = turn.trace()
+            if self.rejections.get(turn.task.id):
+                trace["rejected"] = self.rejections[turn.task.id]
+            turns.append(trace)
+        if self.done:
+            status = "completed"
+        elif self.status.terminal:
+            status = "failed"
+        else:
+            status = str(self.status)
+        return {"status": status, "reason": self.error, "turns": turns}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": str(self.status),
+            "error": self.error,
+            "task_status": {t.id: self.task_status(t.id) for t in self.spec.tasks},
+            "task_results": {t.id: self.state.tasks[t.id].output for t in self.spec.tasks},
+            "manager": self.manager(),
+        }
+
+
+def collect(firm: Firm, root_id: str) -> TeamResult:
+    spec = TeamSpec.model_validate(firm.store.run(root_id).brain_options["team"])
+    tree = firm.subtree(root_id)
+    root = tree[0]
+    state = read(spec, tree)
+    rejections: dict[str, list[str]] = {}
+    turn_ids = [t.task.id for t in state.turns]
+    if turn_ids:
+        for e in firm.store.events_after(0, 1_000_000, task_ids=turn_ids):
+            if e.kind == "manager_decision" and e.data.get("verdict") == "rejected":
+                rejections.setdefault(e.task_id or "", []).append(str(e.data.get("reason")))
+    return TeamResult(root_id, root.status, root.error, spec, state, rejections)

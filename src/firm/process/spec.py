@@ -1,0 +1,224 @@
+"""A team as pure data: who is in it, its task list, how it is run — and the org chart it
+becomes. Stored with the run (as the team brain's options), so `firm resume` rebuilds the
+team from the database alone. No I/O.
+
+The chart a team becomes:
+
+    coordinator                  deterministic: drives the process, never calls a model
+    └── manager                  hierarchical only: one model call (or a few) per turn
+        ├── researcher           the team's agents, each an LLM-brain agent
+        └── writer
+
+In a sequential team the agents report to the coordinator directly. Authority follows the
+chart like in any company: an agent's grant is derived from its delegator's, so a worker of
+a hierarchical team holds at most what the manager's grant covers — the manager's own
+`tools` plus the team's `grant` (its `can_grant`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from firm.org import LLMConfig, OrgChart, parse_org
+
+BRAIN_NAME = "team"  # the brain a team's run is stored with
+COORDINATOR = "coordinator"
+DEFAULT_MODEL = "gpt-4o-mini"  # when neither llm=, the team's llm nor FIRM_MODEL names one
+MAX_REPROMPTS = 3  # invalid manager answers sent back in a row; the next one ends the run
+MAX_RETRIES = 3  # re-delegations of a failed task; after the next failure it is excluded
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TITLE_LIMIT = 200
+
+Process = Literal["sequential", "hierarchical"]
+ManagerOutput = Literal["json_schema", "json_object", "text"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MemberSpec(_Frozen):
+    """One agent of the team: a worker, or the manager."""
+
+    id: str  # the agent id in the chart (a slug of the name)
+    name: str  # what the manager calls it by
+    role: str
+    goal: str = ""
+    backstory: str = ""
+    instructions: str = ""
+    llm: LLMConfig | None = None
+    tools: list[str] = Field(default_factory=list)
+
+
+class TaskSpec(_Frozen):
+    id: str
+    description: str
+    expected_output: str = ""
+    agent: str | None = None  # a member id: who does it (sequential), a suggestion (hierarchical)
+    context: list[str] | None = None  # task ids whose results it is given; None: all done so far
+
+
+class TeamSpec(_Frozen):
+    name: str = "Team"
+    process: Process = "sequential"
+    members: list[MemberSpec]
+    tasks: list[TaskSpec]
+    manager: MemberSpec | None = None
+    max_iter: Annotated[int, Field(ge=1, le=10_000)] = 10
+    grant: list[str] | None = None  # None: what the team's agents declare
+    manager_output: ManagerOutput = "json_schema"
+    llm: LLMConfig | None = None
+    tool_modules: list[str] = Field(default_factory=list)
+    language: str | None = None
+    carried: dict[str, str] = Field(default_factory=dict)  # task id -> output of an earlier start
+
+    # --- questions ---------------------------------------------------------------------------
+
+    @property
+    def hierarchical(self) -> bool:
+        return self.process == "hierarchical"
+
+    def task(self, task_id: str) -> TaskSpec:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(task_id)
+
+    def member(self, member_id: str) -> MemberSpec:
+        for m in self.members:
+            if m.id == member_id:
+                return m
+        if self.manager is not None and self.manager.id == member_id:
+            return self.manager
+        raise KeyError(member_id)
+
+    def key(self) -> str:
+        """What identifies the team's definition: the same agents, tasks and settings give the
+        same key, so a run left unfinished by a killed process is found and continued."""
+        definition = self.model_dump(mode="json", exclude={"carried"})
+        text = json.dumps(definition, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def team_grant(self) -> list[str]:
+        """What the manager (or, in a sequential team, the coordinator) may hand down beyond
+        its own tools: `grant` if set, else every tool the team's agents declare."""
+        if self.grant is not None:
+            return list(self.grant)
+        declared = [p for m in self.members for p in m.tools]
+        if self.manager is not None:
+            declared += self.manager.tools
+        return list(dict.fromkeys(declared))
+
+    # --- the org chart -----------------------------------------------------------------------
+
+    def org_chart(self) -> OrgChart:
+        return parse_org(self.org_yaml(), f"<team {self.name}>")
+
+    def org_yaml(self) -> str:
+        grant = self.team_grant()
+        agents: list[dict[str, Any]] = []
+        boss = COORDINATOR
+        coordinator_grant = grant
+        if self.hierarchical:
+            assert self.manager is not None
+            boss = self.manager.id
+            coordinator_grant = list(dict.fromkeys([*self.manager.tools, *grant]))
+        agents.append(
+            {
+                "id": COORDINATOR,
+                "name": "Coordinator",
+                "title": "Team coordinator",
+                "instructions": f"Runs the {self.process} process of the team {self.name}.",
+                "tools": [],
+                "can_grant": coordinator_grant,
+            }
+        )
+        if self.manager is not None and self.hierarchical:
+            agents.append(_chart_agent(self.manager, COORDINATOR, can_grant=grant))
+        agents += [_chart_agent(m, boss) for m in self.members]
+        chart: dict[str, Any] = {
+            "company": self.name[:TITLE_LIMIT],
+            "description": f"A {self.process} team of {len(self.members)} agent(s) "
+            f"with {len(self.tasks)} task(s).",
+            "max_concurrent": 2,
+            "default_tools": [],
+            "tool_modules": list(self.tool_modules),
+        }
+        if self.llm is not None:
+            chart["llm"] = self.llm.model_dump(exclude_none=True)
+        chart["agents"] = agents
+        return yaml.safe_dump(chart, sort_keys=False, allow_unicode=True)
+
+
+def _chart_agent(m: MemberSpec, reports_to: str, can_grant: list[str] | None = None) -> dict:
+    parts = []
+    if len(m.role) > TITLE_LIMIT:
+        parts.append(f"Role: {m.role}")
+    if m.goal:
+        parts.append(f"Goal: {m.goal}")
+    if m.backstory:
+        parts.append(f"Backstory: {m.backstory}")
+    if m.instructions:
+        parts.append(m.instructions)
+    entry: dict[str, Any] = {
+        "id": m.id,
+        "name": m.name[:TITLE_LIMIT],
+        "title": _one_line(m.role, TITLE_LIMIT),
+        "reports_to": reports_to,
+        "instructions": "\n\n".join(parts)[:20_000],
+        "tools": list(m.tools),
+        "can_grant": list(can_grant or []),
+    }
+    if m.llm is not None:
+        entry["llm"] = m.llm.model_dump(exclude_none=True)
+    return entry
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# --- names -----------------------------------------------------------------------------------
+
+_QUOTES = "\"'`“”‘’«»„"
+_QUOTE_TABLE = str.maketrans("", "", _QUOTES)
+
+
+def normalise_name(text: str) -> str:
+    """How names and task ids are compared: quotes removed, whitespace collapsed, case
+    folded. Two names are the same only if these forms are equal; nothing is guessed."""
+    return " ".join(str(text).translate(_QUOTE_TABLE).split()).casefold()
+
+
+def slug(name: str) -> str:
+    """An agent id for the chart from a display name."""
+    s = re.sub(r"[^a-z0-9_-]+", "-", name.casefold()).strip("-_")
+    return s[:63].rstrip("-_")
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return _one_line(line, limit)
+    return ""
+
+
+def worker_title(task: TaskSpec) -> str:
+    """The title of a team task's firm task: its id first, so the id can be read back."""
+    head = first_line(task.description, TITLE_LIMIT - len(task.id) - 2)
+    return f"{task.id}: {head}" if head else task.id
+
+
+def task_id_of(title: str) -> str:
+    return title.split(": ", 1)[0]
+
+
+def turn_title(number: int) -> str:
+    return f"Manager turn {number}"

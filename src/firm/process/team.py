@@ -1,0 +1,184 @@
+"""Agent, Task, Team: a team of agents and a task list, for people coming from CrewAI and
+PraisonAI — on firm's durable engine, so every task and every manager turn is a firm task
+you can watch, cancel and resume.
+
+    from firm import Agent, Task, Team
+
+    researcher = Agent(name="researcher", role="Research topics")
+    writer = Agent(name="writer", role="Write content")
+    team = Team(
+        agents=[researcher, writer],
+        tasks=[Task(name="research", description="Research AI trends", agent=researcher),
+               Task(name="write", description="Write an article on it", agent=writer)],
+        process="hierarchical",
+    )
+    article = team.start()
+
+See docs/teams.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from firm.api import Firm
+from firm.process.build import build_spec, task_id
+from firm.process.errors import TeamError, TeamFailed
+from firm.process.members import DONE, FAILED, Agent, Task
+from firm.process.run import TeamResult, collect, open_run, submit
+from firm.process.spec import TeamSpec
+from firm.process.verbose import event_printer
+
+__all__ = ["Agent", "Task", "Team", "TeamError", "TeamFailed"]
+
+
+class Team:
+    """Agents and a task list, run as a sequential or a hierarchical process.
+
+    process: "sequential" (default: tasks in order, each given the results before it) or
+    "hierarchical" (a manager chooses, turn by turn, the next task and who does it).
+    llm: the model of every agent that names none (else FIRM_MODEL, else gpt-4o-mini).
+    manager_llm / manager: the manager's model, or a whole Agent as the manager.
+    max_iter: the manager's turns at most (default: 10, or twice the number of tasks).
+    grant: tool names or globs the team hands its agents beyond the manager's own tools
+    (default: every tool its agents declare). output="verbose" prints each manager decision.
+    db, workspace: where the run is stored and where its agents' files go.
+    """
+
+    def __init__(
+        self,
+        agents: Iterable[Agent],
+        tasks: Iterable[Task],
+        *,
+        process: str = "sequential",
+        manager_llm: str | dict[str, Any] | None = None,
+        manager: Agent | None = None,
+        manager_agent: Agent | None = None,
+        llm: str | dict[str, Any] | None = None,
+        max_iter: int | None = None,
+        grant: Iterable[str] | None = None,
+        name: str | None = None,
+        output: str | None = None,
+        verbose: bool = False,
+        db: str | Path | None = None,
+        workspace: str | Path | None = None,
+        manager_output: str = "json_schema",
+        llm_options: dict[str, Any] | None = None,
+        language: str | None = None,
+        tool_modules: Iterable[str] | None = None,
+    ):
+        self.agents = list(agents)
+        self.tasks = list(tasks)
+        self.process = process
+        self.manager = manager or manager_agent
+        self.manager_llm = manager_llm
+        self.llm = llm
+        self.max_iter = max_iter
+        self.grant = None if grant is None else list(grant)
+        self.name = name or "Team"
+        self.verbose = verbose or output == "verbose"
+        self.db = db
+        self.workspace = workspace
+        self.manager_output = manager_output
+        self.llm_options = dict(llm_options or {})
+        self.language = language
+        self.tool_modules = list(tool_modules or [])
+        self.run_id: str | None = None
+        self.result: dict[str, Any] | None = None
+        self._outputs_key: str | None = None  # the definition the tasks' outputs came from
+        self.spec()  # every mistake in the definition is reported now, not at start()
+
+    def spec(self, inputs: dict[str, Any] | None = None) -> TeamSpec:
+        """The team as firm stores it; raises TeamError for a mistake in the definition."""
+        return build_spec(self, inputs)
+
+    @classmethod
+    def from_yaml(
+        cls, path: str | Path, *, inputs: dict[str, Any] | None = None, **options: Any
+    ) -> Team:
+        """A team from a team file or a folder of agents.yaml and tasks.yaml (docs/teams.md);
+        `options` are Team keyword arguments that override the file's."""
+        from firm.process.files import load_team
+
+        return load_team(path, inputs=inputs, **options)
+
+    # --- running ---------------------------------------------------------------------------
+
+    def start(self, return_dict: bool = False, *, inputs: dict[str, Any] | None = None) -> Any:
+        """Run the tasks not done yet; returns the last task's raw output, or with
+        return_dict=True every task's output by id with the manager's trace. A team whose
+        tasks are all done returns at once. Raises TeamFailed if the run ends with a task
+        not done. A run left unfinished (the process was killed) is continued, not redone.
+        Outputs belong to the definition that produced them: after a change to the team or
+        its inputs, every task runs again."""
+        spec = self.spec(inputs)
+        if self._outputs_key is not None and self._outputs_key != spec.key():
+            self.reset()
+            spec = self.spec(inputs)
+        if all(t.status == DONE for t in self.tasks):
+            return self._from_memory(spec, return_dict)
+        with Firm(self.db) as firm:
+            root_id = open_run(firm, spec)
+            if root_id is None:
+                root_id = submit(firm, spec, workspace=self.workspace, llm=self.llm_options).id
+            self.run_id = root_id
+            unsubscribe = firm.store.subscribe(event_printer(spec)) if self.verbose else None
+            try:
+                firm.run_until(root_id)
+            finally:
+                if unsubscribe is not None:
+                    unsubscribe()
+            outcome = collect(firm, root_id)
+        return self._finish(outcome, return_dict)
+
+    async def astart(
+        self, return_dict: bool = False, *, inputs: dict[str, Any] | None = None
+    ) -> Any:
+        """start() without blocking the event loop (it runs in a worker thread)."""
+        return await asyncio.to_thread(self.start, return_dict, inputs=inputs)
+
+    def kickoff(self, inputs: dict[str, Any] | None = None) -> Any:
+        """CrewAI's name for start(): placeholders like {topic} are filled from inputs."""
+        return self.start(inputs=inputs)
+
+    async def kickoff_async(self, inputs: dict[str, Any] | None = None) -> Any:
+        return await self.astart(inputs=inputs)
+
+    def reset(self, *tasks: Task | str) -> None:
+        """Mark tasks (all, if none are named) not started, so the next start() runs them."""
+        chosen = set(tasks)
+        for i, t in enumerate(self.tasks):
+            if not chosen or t in chosen or task_id(t, i) in chosen:
+                t.reset()
+
+    def _finish(self, outcome: TeamResult, return_dict: bool) -> Any:
+        self._outputs_key = outcome.spec.key()
+        ids = {task_id(t, i): t for i, t in enumerate(self.tasks)}
+        for tid, state in outcome.state.tasks.items():
+            task = ids[tid]
+            if state.done:
+                task.status, task.output = DONE, state.output
+                task.firm_task_id = state.firm_id or task.firm_task_id
+            elif state.attempts:
+                task.status, task.output, task.firm_task_id = FAILED, None, state.attempts[-1]
+        self.result = outcome.as_dict()
+        if not outcome.done:
+            raise TeamFailed(self.result)
+        return self.result if return_dict else outcome.last_output
+
+    def _from_memory(self, spec: TeamSpec, return_dict: bool) -> Any:
+        if not return_dict:
+            return self.tasks[-1].output
+        ids = [t.id for t in spec.tasks]
+        manager = {"status": "completed", "reason": None, "turns": []}
+        return {
+            "run_id": None,
+            "status": "done",
+            "error": None,
+            "task_status": dict.fromkeys(ids, DONE),
+            "task_results": {tid: t.output for tid, t in zip(ids, self.tasks, strict=True)},
+            "manager": manager if spec.hierarchical else None,
+        }
