@@ -230,6 +230,13 @@ def _alphabet(globs: Iterable[Glob]) -> list[int]:
 
 def counterexample(outer: Iterable[str], inner: str) -> str | None:
     """A tool name `inner` matches and no pattern of `outer` does, or None if there is none."""
+    return _counterexample(tuple(outer), inner)
+
+
+# Scope sets come from a company's org chart and repeat on every delegation and check: the
+# answers are cached, so the automaton walk is paid once per distinct question.
+@lru_cache(maxsize=16384)
+def _counterexample(outer: tuple[str, ...], inner: str) -> str | None:
     inner_g = parse(inner)
     outer_g = [parse(p) for p in outer]
     alphabet = _alphabet([inner_g, *outer_g])
@@ -306,7 +313,12 @@ def _squash(glob: Glob) -> Glob:
 
 def minimal(patterns: Iterable[str]) -> tuple[str, ...]:
     """The same language with no pattern another one already covers; sorted, for one spelling."""
-    unique = sorted(set(patterns), key=lambda p: (-len(p), p))
+    return _minimal(frozenset(patterns))
+
+
+@lru_cache(maxsize=4096)
+def _minimal(patterns: frozenset[str]) -> tuple[str, ...]:
+    unique = sorted(patterns, key=lambda p: (-len(p), p))
     unique = [p for p in unique if not is_empty(p)]
     kept: list[str] = []
     for i, p in enumerate(unique):
@@ -318,7 +330,11 @@ def minimal(patterns: Iterable[str]) -> tuple[str, ...]:
 
 def intersect(a: Iterable[str], b: Iterable[str]) -> tuple[str, ...]:
     """The scope set allowing exactly the tool names both `a` and `b` allow."""
-    a, b = list(a), list(b)
+    return _intersect_sets(tuple(a), tuple(b))
+
+
+@lru_cache(maxsize=4096)
+def _intersect_sets(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     out: set[str] = set()
     for p in a:
         for q in b:

@@ -23,7 +23,6 @@ from typing import Any
 
 from sqlalchemy import (
     Connection,
-    bindparam,
     case,
     create_engine,
     event,
@@ -44,6 +43,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from firm.audit.chain import canonical_json, entry_hash
 from firm.errors import StoreError, TaskNotFound
 from firm.store import migrate, notify, schema
+from firm.store import queries as Q
 from firm.store.base import (
     DelegateResult,
     Event,
@@ -134,23 +134,6 @@ def _event(row: Row[Any]) -> Event:
     )
 
 
-def _lineage_statement():  # type: ignore[no-untyped-def]
-    """A task and its ancestors, nearest first: one recursive CTE, built once (it runs
-    before every tool call, and building an aliased statement costs more than running it)."""
-    base = select(T.c.id.label("id"), literal(0).label("depth")).where(
-        T.c.id == bindparam("task_id")
-    )
-    up = base.cte("lineage", recursive=True)
-    p = T.alias("p")
-    up = up.union_all(
-        select(p.c.parent_id, (up.c.depth + 1)).where(p.c.id == up.c.id, p.c.parent_id.is_not(None))
-    )
-    return select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)
-
-
-_LINEAGE = _lineage_statement()
-
-
 class _Tx:
     """A write transaction plus the events it will append when it commits."""
 
@@ -174,11 +157,7 @@ class _Tx:
         """Append pending events to the chain; called last, so the head lock is held briefly."""
         if not self.pending:
             return
-        head = select(schema.chain_head.c.seq, schema.chain_head.c.hash).where(
-            schema.chain_head.c.id == 1
-        )
-        if self.locking:
-            head = head.with_for_update()
+        head = Q.CHAIN_HEAD_FOR_UPDATE if self.locking else Q.CHAIN_HEAD
         seq, prev = self.conn.execute(head).one()
         kinds = {kind for kind, *_ in self.pending}
         rows = []
@@ -200,15 +179,14 @@ class _Tx:
             )
             self.appended.append(Event(seq, self.now, kind, task_id, agent, data, prev, h))
             prev = h
-        self.conn.execute(insert(E), rows)
-        move_head = (
-            update(schema.chain_head).where(schema.chain_head.c.id == 1).values(seq=seq, hash=prev)
-        )
+        self.conn.execute(Q.INSERT_EVENTS, rows)
         if self.locking:  # delivered at commit, in commit order, and only if it commits
             cancelled = [e.task_id for e in self.appended if e.kind == "cancelled" and e.task_id]
             note = notify.payload(seq, kinds, cancelled)
-            move_head = move_head.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
-        self.conn.execute(move_head)
+            move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
+            self.conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
+        else:
+            self.conn.execute(Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
         self.pending.clear()
 
 
@@ -452,17 +430,15 @@ class SqlStore:
     # --- helpers -------------------------------------------------------------------------
 
     def _lock_task(self, tx: _Tx, task_id: str) -> Task | None:
-        q = select(T).where(T.c.id == task_id)
-        if tx.locking:
-            q = q.with_for_update()
-        row = tx.conn.execute(q).first()
+        q = Q.TASK_FOR_UPDATE if tx.locking else Q.TASK
+        row = tx.conn.execute(q, {"id": task_id}).first()
         return _task(row) if row else None
 
     def _lock_family(self, tx: _Tx, task_id: str) -> Task:
         """The task, read under the lock order: on PostgreSQL its parent's row is locked
         first (parent before child, everywhere); SQLite's transaction holds the whole file."""
         if tx.locking:
-            head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
+            head = tx.conn.execute(Q.PARENT_OF, {"id": task_id}).first()
             if head is None:
                 raise TaskNotFound(task_id)
             if head[0] is not None:
@@ -473,11 +449,7 @@ class SqlStore:
         return task
 
     def _open_children(self, conn: Connection, parent_id: str) -> int:
-        return conn.execute(
-            select(func.count())
-            .select_from(T)
-            .where(T.c.parent_id == parent_id, T.c.status.in_(OPEN_VALUES))
-        ).scalar_one()
+        return conn.execute(Q.OPEN_CHILDREN, {"id": parent_id}).scalar_one()
 
     def _wake_if_done(self, tx: _Tx, parent_id: str | None) -> list[str]:
         """The wake rule: a waiting task whose subtasks are all terminal goes back to todo.
@@ -487,17 +459,7 @@ class SqlStore:
         """
         if parent_id is None:
             return []
-        c = T.alias("c")
-        woke = tx.conn.execute(
-            update(T)
-            .where(
-                T.c.id == parent_id,
-                T.c.status == str(Status.WAITING),
-                ~exists().where(c.c.parent_id == parent_id, c.c.status.in_(OPEN_VALUES)),
-            )
-            .values(status=str(Status.TODO), updated_at=tx.now)
-            .returning(T.c.id, T.c.assignee)
-        ).all()
+        woke = tx.conn.execute(Q.WAKE, {"p_parent": parent_id, "p_now": tx.now}).all()
         for task_id, assignee in woke:
             tx.emit("woken", task_id, assignee)
         return [w[0] for w in woke]
@@ -572,33 +534,36 @@ class SqlStore:
         new: NewTask,
         dedupe_key: str | None,
     ) -> Task:
-        row = tx.conn.execute(
-            insert(T)
-            .values(
-                id=task_id,
-                root_id=root_id,
-                parent_id=parent_id,
-                title=new.title,
-                description=new.description,
-                status=str(Status.TODO),
-                assignee=new.assignee,
-                created_by=new.created_by,
-                priority=int(new.priority),
-                language=new.language,
-                files="[]",
-                created_at=tx.now,
-                updated_at=tx.now,
-                turn=0,
-                attempts=0,
-                dedupe_key=dedupe_key,
-                grant=json.dumps(new.grant) if new.grant is not None else None,
-                revoked=False,
-                calls=0,
-                prompt_tokens=0,
-                completion_tokens=0,
-            )
-            .returning(*T.c)
-        ).one()
+        values = {
+            "id": task_id,
+            "root_id": root_id,
+            "parent_id": parent_id,
+            "title": new.title,
+            "description": new.description,
+            "status": str(Status.TODO),
+            "assignee": new.assignee,
+            "created_by": new.created_by,
+            "priority": int(new.priority),
+            "language": new.language,
+            "result": None,
+            "files": "[]",
+            "error": None,
+            "created_at": tx.now,
+            "updated_at": tx.now,
+            "started_at": None,
+            "finished_at": None,
+            "turn": 0,
+            "attempts": 0,
+            "dedupe_key": dedupe_key,
+            "grant": json.dumps(new.grant) if new.grant is not None else None,
+            "revoked": False,
+            "worker_id": None,
+            "lease_expires_at": None,
+            "calls": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        row = tx.conn.execute(Q.INSERT_TASK, {f"p_{k}": v for k, v in values.items()}).one()
         return _task(row)
 
     @retrying
@@ -641,7 +606,7 @@ class SqlStore:
                     parent = self._lock_task(tx, parent_id)
                     if parent is None:
                         raise TaskNotFound(parent_id)
-                    existing = tx.conn.execute(select(T).where(T.c.dedupe_key == key)).first()
+                    existing = tx.conn.execute(Q.BY_DEDUPE_KEY, {"key": key}).first()
                     if existing is not None:
                         return DelegateResult(_task(existing), created=False)
                     if parent.status != Status.IN_PROGRESS:
@@ -681,35 +646,22 @@ class SqlStore:
                     # Counting then claiming is a read-then-write: capped claims take turns so
                     # two workers cannot both see room for the last slot.
                     tx.conn.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
-                running = tx.conn.execute(
-                    select(func.count()).select_from(T).where(T.c.status == str(Status.IN_PROGRESS))
-                ).scalar_one()
+                running = tx.conn.execute(Q.RUNNING_COUNT).scalar_one()
                 limit = min(limit, global_limit - running)
                 if limit <= 0:
                     return []
-            pick = (
-                select(T.c.id)
-                .where(T.c.status == str(Status.TODO))
-                .order_by(T.c.priority.desc(), T.c.created_at, T.c.id)
-                .limit(limit)
-            )
-            if tx.locking:
-                pick = pick.with_for_update(skip_locked=True)
-            ids = list(tx.conn.execute(pick).scalars())
+            pick = Q.CLAIM_PICK_SKIP_LOCKED if tx.locking else Q.CLAIM_PICK
+            ids = list(tx.conn.execute(pick, {"p_limit": limit}).scalars())
             if not ids:
                 return []
             rows = tx.conn.execute(
-                update(T)
-                .where(T.c.id.in_(ids), T.c.status == str(Status.TODO))
-                .values(
-                    status=str(Status.IN_PROGRESS),
-                    worker_id=worker_id,
-                    lease_expires_at=tx.now + lease_seconds,
-                    attempts=T.c.attempts + 1,
-                    started_at=func.coalesce(T.c.started_at, tx.now),
-                    updated_at=tx.now,
-                )
-                .returning(*T.c)
+                Q.CLAIM,
+                {
+                    "p_ids": ids,
+                    "p_worker": worker_id,
+                    "p_lease": tx.now + lease_seconds,
+                    "p_now": tx.now,
+                },
             ).all()
             claimed = sorted(
                 (_task(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
@@ -728,25 +680,18 @@ class SqlStore:
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
                 return SettleResult(False, task)
             tx.pending.extend(events)  # the session's own record comes before its outcome
-            done = {"worker_id": None, "lease_expires_at": None, "updated_at": tx.now}
             woke: list[str] = []
             if outcome.kind in ("done", "failed"):
                 status = Status.DONE if outcome.kind == "done" else Status.FAILED
-                after = _task(
-                    tx.conn.execute(
-                        update(T)
-                        .where(T.c.id == task_id)
-                        .values(
-                            status=str(status),
-                            result=outcome.result,
-                            error=outcome.error,
-                            files=json.dumps(list(outcome.files)),
-                            finished_at=tx.now,
-                            **done,
-                        )
-                        .returning(*T.c)
-                    ).one()
-                )
+                ended = {
+                    "p_id": task_id,
+                    "p_status": str(status),
+                    "p_result": outcome.result,
+                    "p_error": outcome.error,
+                    "p_files": json.dumps(list(outcome.files)),
+                    "p_now": tx.now,
+                }
+                after = _task(tx.conn.execute(Q.SETTLE_ENDED, ended).one())
                 if status == Status.DONE:
                     tx.emit("completed", task, result=outcome.result, files=list(outcome.files))
                 else:
@@ -755,14 +700,8 @@ class SqlStore:
             elif outcome.kind == "yielded":
                 still_open = self._open_children(tx.conn, task_id)
                 status = Status.WAITING if still_open else Status.TODO
-                after = _task(
-                    tx.conn.execute(
-                        update(T)
-                        .where(T.c.id == task_id)
-                        .values(status=str(status), turn=T.c.turn + 1, **done)
-                        .returning(*T.c)
-                    ).one()
-                )
+                yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
+                after = _task(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
                 tx.emit("waiting", task, open_subtasks=still_open)
                 if not still_open:  # invariant 2: reports all finished before the turn ended
                     tx.emit("woken", task, immediately=True)
@@ -1053,14 +992,14 @@ class SqlStore:
     @retrying
     def last_seq(self) -> int:
         with self._read() as conn:
-            return conn.execute(select(schema.chain_head.c.seq)).scalar_one()
+            return conn.execute(Q.LAST_SEQ).scalar_one()
 
     # --- reads ---------------------------------------------------------------------------
 
     @retrying
     def get_task(self, task_id: str) -> Task:
         with self._read() as conn:
-            row = conn.execute(select(T).where(T.c.id == task_id)).first()
+            row = conn.execute(Q.TASK, {"id": task_id}).first()
         if row is None:
             raise TaskNotFound(task_id)
         return _task(row)
@@ -1068,16 +1007,14 @@ class SqlStore:
     @retrying
     def status_of(self, task_id: str) -> tuple[Status, bool] | None:
         with self._read() as conn:
-            row = conn.execute(select(T.c.status, T.c.revoked).where(T.c.id == task_id)).first()
+            row = conn.execute(Q.STATUS_OF, {"id": task_id}).first()
         return (Status(row[0]), bool(row[1])) if row else None
 
     @retrying
     def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
         """Status, revoked flag and holding worker: what a running session checks each step."""
         with self._read() as conn:
-            row = conn.execute(
-                select(T.c.status, T.c.revoked, T.c.worker_id).where(T.c.id == task_id)
-            ).first()
+            row = conn.execute(Q.SESSION_STATE, {"id": task_id}).first()
         return (Status(row[0]), bool(row[1]), row[2]) if row else None
 
     @retrying
@@ -1088,8 +1025,8 @@ class SqlStore:
         task rows read after it, so "not revoked as of seq N" is a claim the log can back.
         """
         with self._read() as conn:
-            seq = conn.execute(select(schema.chain_head.c.seq)).scalar_one()
-            rows = conn.execute(_LINEAGE, {"task_id": task_id}).all()
+            seq = conn.execute(Q.LAST_SEQ).scalar_one()
+            rows = conn.execute(Q.LINEAGE, {"task_id": task_id}).all()
         if not rows:
             raise TaskNotFound(task_id)
         return seq, [_task(r) for r in rows]
@@ -1097,9 +1034,7 @@ class SqlStore:
     @retrying
     def children(self, task_id: str) -> list[Task]:
         with self._read() as conn:
-            rows = conn.execute(
-                select(T).where(T.c.parent_id == task_id).order_by(T.c.created_at, T.c.id)
-            ).all()
+            rows = conn.execute(Q.CHILDREN, {"id": task_id}).all()
         return [_task(r) for r in rows]
 
     @retrying

@@ -1,0 +1,133 @@
+"""The statements on the engine's hot path, built once with named parameters.
+
+Building a SQLAlchemy statement costs several times more than running a prepared one (a
+cached statement object keeps its compiled form and cache key), and a session runs dozens
+of these. Statements that vary in shape (IN lists, filters a caller may leave out) are
+built where they are used, in sql.py.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, exists, func, insert, literal, select, update
+
+from firm.store import schema
+from firm.tasks import OPEN, Status
+
+T = schema.tasks
+E = schema.events
+HEAD = schema.chain_head
+OPEN_VALUES = [str(s) for s in OPEN]
+
+# --- tasks by id -------------------------------------------------------------------------------
+
+TASK = select(T).where(T.c.id == bindparam("id"))
+TASK_FOR_UPDATE = TASK.with_for_update()
+PARENT_OF = select(T.c.parent_id).where(T.c.id == bindparam("id"))
+SESSION_STATE = select(T.c.status, T.c.revoked, T.c.worker_id).where(T.c.id == bindparam("id"))
+STATUS_OF = select(T.c.status, T.c.revoked).where(T.c.id == bindparam("id"))
+BY_DEDUPE_KEY = select(T).where(T.c.dedupe_key == bindparam("key"))
+CHILDREN = select(T).where(T.c.parent_id == bindparam("id")).order_by(T.c.created_at, T.c.id)
+OPEN_CHILDREN = (
+    select(func.count())
+    .select_from(T)
+    .where(T.c.parent_id == bindparam("id"), T.c.status.in_(OPEN_VALUES))
+)
+
+
+def _lineage():  # type: ignore[no-untyped-def]
+    """A task and its ancestors, nearest first: one recursive CTE (it runs before every
+    tool call)."""
+    base = select(T.c.id.label("id"), literal(0).label("depth")).where(
+        T.c.id == bindparam("task_id")
+    )
+    up = base.cte("lineage", recursive=True)
+    p = T.alias("p")
+    up = up.union_all(
+        select(p.c.parent_id, (up.c.depth + 1)).where(p.c.id == up.c.id, p.c.parent_id.is_not(None))
+    )
+    return select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)
+
+
+LINEAGE = _lineage()
+
+# --- writes --------------------------------------------------------------------------------
+
+# Every column but the id is a parameter named after it, prefixed (UPDATE and INSERT reserve
+# the bare column names for themselves).
+INSERT_TASK = insert(T).values({c.name: bindparam(f"p_{c.name}") for c in T.c}).returning(*T.c)
+
+
+def _released(now: str = "p_now") -> dict[str, object]:
+    return {"worker_id": None, "lease_expires_at": None, "updated_at": bindparam(now)}
+
+
+SETTLE_ENDED = (
+    update(T)
+    .where(T.c.id == bindparam("p_id"))
+    .values(
+        status=bindparam("p_status"),
+        result=bindparam("p_result"),
+        error=bindparam("p_error"),
+        files=bindparam("p_files"),
+        finished_at=bindparam("p_now"),
+        **_released(),
+    )
+    .returning(*T.c)
+)
+
+SETTLE_YIELDED = (
+    update(T)
+    .where(T.c.id == bindparam("p_id"))
+    .values(status=bindparam("p_status"), turn=T.c.turn + 1, **_released())
+    .returning(*T.c)
+)
+
+
+def _wake():  # type: ignore[no-untyped-def]
+    """The wake rule as one statement: a waiting parent with no open subtask goes to todo."""
+    c = T.alias("c")
+    return (
+        update(T)
+        .where(
+            T.c.id == bindparam("p_parent"),
+            T.c.status == str(Status.WAITING),
+            ~exists().where(c.c.parent_id == bindparam("p_parent"), c.c.status.in_(OPEN_VALUES)),
+        )
+        .values(status=str(Status.TODO), updated_at=bindparam("p_now"))
+        .returning(T.c.id, T.c.assignee)
+    )
+
+
+WAKE = _wake()
+
+CLAIM_PICK = (
+    select(T.c.id)
+    .where(T.c.status == str(Status.TODO))
+    .order_by(T.c.priority.desc(), T.c.created_at, T.c.id)
+    .limit(bindparam("p_limit"))
+)
+CLAIM_PICK_SKIP_LOCKED = CLAIM_PICK.with_for_update(skip_locked=True)
+CLAIM = (
+    update(T)
+    .where(T.c.id.in_(bindparam("p_ids", expanding=True)), T.c.status == str(Status.TODO))
+    .values(
+        status=str(Status.IN_PROGRESS),
+        worker_id=bindparam("p_worker"),
+        lease_expires_at=bindparam("p_lease"),
+        attempts=T.c.attempts + 1,
+        started_at=func.coalesce(T.c.started_at, bindparam("p_now")),
+        updated_at=bindparam("p_now"),
+    )
+    .returning(*T.c)
+)
+RUNNING_COUNT = select(func.count()).select_from(T).where(T.c.status == str(Status.IN_PROGRESS))
+
+# --- the chain -----------------------------------------------------------------------------
+
+CHAIN_HEAD = select(HEAD.c.seq, HEAD.c.hash).where(HEAD.c.id == 1)
+CHAIN_HEAD_FOR_UPDATE = CHAIN_HEAD.with_for_update()
+LAST_SEQ = select(HEAD.c.seq)
+INSERT_EVENTS = insert(E)
+MOVE_HEAD = (
+    update(HEAD).where(HEAD.c.id == 1).values(seq=bindparam("p_seq"), hash=bindparam("p_hash"))
+)
