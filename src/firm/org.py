@@ -161,7 +161,8 @@ class OrgChart(_Strict):
         return list(self.default_tools if tools is None else tools)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(exclude_defaults=True), sort_keys=False)
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(self.model_dump(exclude_defaults=True), Dumper=dumper, sort_keys=False)
 
 
 # --- loading -------------------------------------------------------------------------------

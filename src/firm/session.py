@@ -82,6 +82,7 @@ class Session(ToolContext):
         # that transaction rather than costing one of their own; a crash before it loses the
         # entry together with the effect it records.
         self._deferred: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
+        self._offered: list[ToolDef] | None = None
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -106,15 +107,18 @@ class Session(ToolContext):
         return self.outcome is not None
 
     def tools(self) -> list[ToolDef]:
-        """The tools offered to this agent: lifecycle tools, then what its authority allows."""
-        offered: list[ToolDef] = []
-        for t in self.company.registry.all():
-            if t.lifecycle:
-                if t.name != "delegate_task" or self.reports:
+        """The tools offered to this agent: lifecycle tools, then what its authority allows.
+        (A grant does not change during a session; revocation and expiry are checked per call.)"""
+        if self._offered is None:
+            offered: list[ToolDef] = []
+            for t in self.company.registry.all():
+                if t.lifecycle:
+                    if t.name != "delegate_task" or self.reports:
+                        offered.append(t)
+                elif self.company.offers(self.task, t):
                     offered.append(t)
-            elif self.company.offers(self.task, t):
-                offered.append(t)
-        return offered
+            self._offered = offered
+        return list(self._offered)
 
     # --- cancellation --------------------------------------------------------------------
 
@@ -407,7 +411,10 @@ class Session(ToolContext):
         if self.outcome is not None:
             raise ToolError(f"this task has already ended ({self.outcome.kind})")
         chosen = list(dict.fromkeys(files if files is not None else self.files_written))
-        missing = [f for f in chosen if not self.workspace.exists(f)]
+        # Files this session wrote are known to be there; others are looked for.
+        missing = [
+            f for f in chosen if f not in self.files_written and not self.workspace.exists(f)
+        ]
         if missing:
             raise ToolError(
                 f"these files are not in the workspace: {', '.join(missing)}; "

@@ -8,7 +8,7 @@ grants say (the audit verifier would catch it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ class Company:
     brain: Brain
     registry: ToolRegistry
     workspace: Workspace
+    _grants: dict[str, g.Grant] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_run(
@@ -65,7 +66,14 @@ class Company:
         grants, or straight into the store) holds what its org-chart entry allows."""
         if task.grant is None:
             return g.authority_of(self.org, task.assignee, task.created_at)
-        return g.Grant.from_dict(task.grant)
+        # A task's grant never changes once it is written; parse each one once.
+        grant = self._grants.get(task.id)
+        if grant is None:
+            grant = g.Grant.from_dict(task.grant)
+            if len(self._grants) > 50_000:
+                self._grants.clear()
+            self._grants[task.id] = grant
+        return grant
 
     def offers(self, task: Task, tool: ToolDef) -> bool:
         """Whether to show a tool to the agent: in its grant and in its own tools."""

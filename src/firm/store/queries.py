@@ -45,7 +45,10 @@ def _lineage():  # type: ignore[no-untyped-def]
     up = up.union_all(
         select(p.c.parent_id, (up.c.depth + 1)).where(p.c.id == up.c.id, p.c.parent_id.is_not(None))
     )
-    return select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)
+    # The log head rides along in the same statement, so it is read in the same snapshot as
+    # the rows: a revocation missing from them is one committed after that head.
+    head = select(HEAD.c.seq).where(HEAD.c.id == 1).scalar_subquery().label("head_seq")
+    return select(T, head).join(up, up.c.id == T.c.id).order_by(up.c.depth)
 
 
 LINEAGE = _lineage()

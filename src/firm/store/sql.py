@@ -1021,15 +1021,14 @@ class SqlStore:
     def lineage(self, task_id: str) -> tuple[int, list[Task]]:
         """The log's head seq, then the task and its ancestors (nearest first).
 
-        The head is read first: a revocation committed after it cannot be missing from the
-        task rows read after it, so "not revoked as of seq N" is a claim the log can back.
+        Both come from one statement, so one snapshot: a revocation not in the rows was
+        committed after the head, so "not revoked as of seq N" is a claim the log can back.
         """
         with self._read() as conn:
-            seq = conn.execute(Q.LAST_SEQ).scalar_one()
             rows = conn.execute(Q.LINEAGE, {"task_id": task_id}).all()
         if not rows:
             raise TaskNotFound(task_id)
-        return seq, [_task(r) for r in rows]
+        return rows[0]._mapping["head_seq"], [_task(r) for r in rows]
 
     @retrying
     def children(self, task_id: str) -> list[Task]:

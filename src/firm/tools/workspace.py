@@ -78,6 +78,7 @@ class Workspace:
         current = self.root
         if norm == ".":
             return current
+        linked = False
         for part in norm.split("/"):
             current = current / part
             try:
@@ -91,7 +92,9 @@ class Workspace:
                         f"{path!r} goes through a symlink that points outside the workspace"
                     )
                 current = target
-        final = current.resolve()
+                linked = True
+        # With no symlink on the way, root/norm is already the real path.
+        final = current.resolve() if linked else current
         if not final.is_relative_to(self.root):
             raise WorkspaceError(f"{path!r} leaves the workspace")
         return final
@@ -208,6 +211,8 @@ class Workspace:
                 if name.startswith(".firm-") and name.endswith(".tmp"):
                     continue
                 full = Path(dirpath) / name
+                if full.is_symlink() and not full.resolve().is_relative_to(self.root):
+                    continue  # a way out is not a file of the workspace
                 out.append(full.relative_to(self.root).as_posix())
                 if len(out) >= self.limits.max_list_entries:
                     return out
