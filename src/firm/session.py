@@ -411,10 +411,11 @@ class Session(ToolContext):
         if self.outcome is not None:
             raise ToolError(f"this task has already ended ({self.outcome.kind})")
         chosen = list(dict.fromkeys(files if files is not None else self.files_written))
-        # Files this session wrote are known to be there; others are looked for.
-        missing = [
-            f for f in chosen if f not in self.files_written and not self.workspace.exists(f)
-        ]
+        # Files this session wrote, and files its reports delivered (checked when they
+        # completed), are known to be there; others are looked for.
+        known = set(self.files_written)
+        known.update(f for t in self.subtasks if t.status == Status.DONE for f in t.files)
+        missing = [f for f in chosen if f not in known and not self.workspace.exists(f)]
         if missing:
             raise ToolError(
                 f"these files are not in the workspace: {', '.join(missing)}; "
