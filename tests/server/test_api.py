@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -216,4 +217,10 @@ def test_the_page_and_the_docs_are_served(office: Running) -> None:
         assert {"/api/tasks", "/api/tasks/{task_id}", "/api/events", "/api/org"} <= set(
             schema["paths"]
         )
-        assert c.get("/docs").status_code == 200
+        docs = c.get("/docs")
+        assert docs.status_code == 200
+        # Everything the docs page loads comes from the office itself, not from the internet.
+        loads = re.findall(r'(?:src|href)="([^"]+)"', docs.text)
+        assert loads and all(url.startswith("/docs/assets/") for url in loads), loads
+        for url in loads:
+            assert c.get(url).status_code == 200, url

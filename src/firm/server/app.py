@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -54,6 +55,25 @@ class _SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+def _install_docs(app: FastAPI) -> None:
+    """The OpenAPI docs page, with Swagger UI's assets from the swagger-ui-bundle package
+    rather than a CDN: the office must work on a machine with no way out."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs/assets", StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} · API",
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css",
+            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        )
+
+
 def create_app(office: Office) -> FastAPI:
     """An app serving one office. Opening it (the ASGI lifespan) starts the engine and the hub;
     closing it stops them, handing unfinished sessions back so `firm resume` can continue."""
@@ -67,6 +87,8 @@ def create_app(office: Office) -> FastAPI:
             await asyncio.to_thread(office.close)
 
     app = FastAPI(
+        docs_url=None,  # served below from the package, so /docs works with no internet
+        redoc_url=None,
         title=f"firm office · {office.org.company}",
         version=firm.__version__,
         description=(
@@ -80,5 +102,6 @@ def create_app(office: Office) -> FastAPI:
     routes.install_error_handlers(app)
     app.include_router(routes.build_router(office))
     app.include_router(live.router)
+    _install_docs(app)
     app.mount("/", StaticFiles(directory=static_dir(), html=True), name="page")
     return app
