@@ -467,6 +467,25 @@ class SqlStore:
             tx.emit("woken", task_id, assignee)
         return [w[0] for w in woke]
 
+    def _lock_subtree(self, tx: _Tx, task_id: str, open_only: bool):  # type: ignore[no-untyped-def]
+        """Before changing a whole subtree: its parent's row, then (PostgreSQL) the subtree's
+        rows top-down — the lock order settle uses. Returns the parent's id and the subtree."""
+        head = tx.conn.execute(Q.PARENT_OF, {"id": task_id}).first()
+        if head is None:
+            raise TaskNotFound(task_id)
+        parent_id = head[0]
+        if parent_id is not None:
+            self._lock_task(tx, parent_id)
+        sub = self._subtree_ids(task_id, open_only=open_only).subquery()
+        if tx.locking:
+            tx.conn.execute(
+                select(T.c.id)
+                .join(sub, sub.c.id == T.c.id)
+                .order_by(sub.c.depth, T.c.id)
+                .with_for_update(of=T)
+            )
+        return parent_id, sub
+
     def _subtree_ids(self, root_id: str, open_only: bool):  # type: ignore[no-untyped-def]
         """A recursive CTE over the subtree: one statement whatever its size."""
         base = select(T.c.id, T.c.status, literal(0).label("depth")).where(T.c.id == root_id)
@@ -716,20 +735,7 @@ class SqlStore:
     @retrying
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[Task]:
         with self._write() as tx:
-            head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
-            if head is None:
-                raise TaskNotFound(task_id)
-            parent_id = head[0]
-            if parent_id is not None:
-                self._lock_task(tx, parent_id)
-            sub = self._subtree_ids(task_id, open_only=True).subquery()
-            if tx.locking:  # lock the subtree top-down, the same order settle uses
-                tx.conn.execute(
-                    select(T.c.id)
-                    .join(sub, sub.c.id == T.c.id)
-                    .order_by(sub.c.depth, T.c.id)
-                    .with_for_update(of=T)
-                )
+            parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
             rows = tx.conn.execute(
                 update(T)
                 .where(T.c.id.in_(select(sub.c.id)), T.c.status.in_(OPEN_VALUES))
@@ -758,20 +764,7 @@ class SqlStore:
         sessions stop at their next step. Returns the tasks newly revoked.
         """
         with self._write() as tx:
-            head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
-            if head is None:
-                raise TaskNotFound(task_id)
-            parent_id = head[0]
-            if parent_id is not None:
-                self._lock_task(tx, parent_id)
-            sub = self._subtree_ids(task_id, open_only=False).subquery()
-            if tx.locking:  # lock the subtree top-down, the same order settle uses
-                tx.conn.execute(
-                    select(T.c.id)
-                    .join(sub, sub.c.id == T.c.id)
-                    .order_by(sub.c.depth, T.c.id)
-                    .with_for_update(of=T)
-                )
+            parent_id, sub = self._lock_subtree(tx, task_id, open_only=False)
             was_open = T.c.status.in_(OPEN_VALUES)
             rows = tx.conn.execute(
                 update(T)
