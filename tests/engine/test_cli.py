@@ -167,3 +167,10 @@ def test_submit_and_serve_take_the_options_run_takes(company: Path) -> None:
     helped = firm_cli("serve", "--help", cwd=company).stdout
     for option in ("--model", "--grant", "--limit", "--ttl", "--budget", "--sim-latency"):
         assert option in helped
+
+
+def test_version(tmp_path: Path) -> None:
+    import firm
+
+    proc = firm_cli("--version", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"firm {firm.__version__}"

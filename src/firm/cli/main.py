@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
+import firm
 from firm.cli import audit, authority, inspect, scale, serve, team, work
 from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
 from firm.errors import FirmError, OrgChartError
@@ -18,6 +20,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"firm {firm.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Run an AI company you can watch: an org chart in YAML, a goal, durable delegation."""
+
 
 work.register(app)
 inspect.register(app)
