@@ -165,7 +165,7 @@ def test_models_and_settings_come_from_the_org_chart_per_agent(
     )
 
 
-def test_the_model_option_overrides_the_chart_for_everyone(
+def test_the_model_option_replaces_the_company_default_not_an_agents_own_choice(
     org_factory: Callable[[str], OrgChart],
     model: ScriptedModel,
     server: ModelServer,
@@ -174,17 +174,23 @@ def test_the_model_option_overrides_the_chart_for_everyone(
     org = org_factory(
         """\
         company: Test Co
-        llm: {model: small-model}
+        llm: {model: small-model, temperature: 0.9}
         agents:
           - {id: cto, name: Ben, title: CTO}
           - {id: gabriel, name: Gabriel, title: Engineer, reports_to: cto,
-             llm: {model: big-model}}
+             llm: {model: big-model, temperature: 0.1}}
         """
     )
     _manager_script_one(model)
-    run_llm(org, to="cto", model="local-model", max_tokens_param="max_completion_tokens")
-    assert {r.body["model"] for r in server.requests} == {"local-model"}
-    assert all("temperature" not in r.body and "max_tokens" not in r.body for r in server.requests)
+    run_llm(org, to="cto", model="local-model", temperature=0.5,
+            max_tokens_param="max_completion_tokens")  # fmt: skip
+    by_agent = {r.headers["x-firm-agent"]: r.body for r in server.requests}
+    # The CTO has no model of its own: the run's --model replaces the company's default.
+    assert by_agent["cto"]["model"] == "local-model" and by_agent["cto"]["temperature"] == 0.5
+    # Gabriel's own entry in the chart is the most specific choice, and wins.
+    assert by_agent["gabriel"]["model"] == "big-model"
+    assert by_agent["gabriel"]["temperature"] == 0.1
+    assert all("max_tokens" not in r.body for r in server.requests)
 
 
 def _manager_script_one(model: ScriptedModel) -> None:

@@ -109,9 +109,17 @@ class LLMBrain:
 
     def settings_for(self, org: OrgChart, agent_id: str) -> AgentSettings:
         """What agent_id runs on; raises FirmError saying what to set when it cannot run."""
-        chart = org.llm_for(agent_id)
+        # The most specific setting wins: the agent's own entry in the chart, then the run's
+        # options (--model, --temperature, ...), then the company's llm block, then defaults.
+        own = org.agent(agent_id).llm or LLMConfig()
+        company = org.llm or LLMConfig()
         model = (
-            self.model or chart.model or self.default_model or os.environ.get("FIRM_MODEL") or ""
+            own.model
+            or self.model
+            or company.model
+            or self.default_model
+            or os.environ.get("FIRM_MODEL")
+            or ""
         ).strip()
         if not model:
             raise FirmError(
@@ -120,20 +128,20 @@ class LLMBrain:
             )
 
         def pick(name: str, default: Any) -> Any:
-            mine = getattr(self, name)
-            if mine is not None:
-                return mine
-            theirs = getattr(chart, name)
-            return default if theirs is None else theirs
+            for value in (getattr(own, name), getattr(self, name), getattr(company, name)):
+                if value is not None:
+                    return value
+            return default
 
         base_url = (
-            self.base_url
-            or chart.base_url
+            own.base_url
+            or self.base_url
+            or company.base_url
             or self.default_base_url
             or os.environ.get("OPENAI_BASE_URL")
             or None
         )
-        key_env = self.api_key_env or chart.api_key_env or DEFAULT_KEY_ENV
+        key_env = own.api_key_env or self.api_key_env or company.api_key_env or DEFAULT_KEY_ENV
         key = os.environ.get(key_env, "").strip()
         if not key:
             if base_url is None or key_env != DEFAULT_KEY_ENV:

@@ -41,7 +41,10 @@ SimFailRateOption = Annotated[
 SeedOption = Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")]
 ModelOption = Annotated[
     str | None,
-    typer.Option(help="LLM: the model for every agent [default: llm.model, else FIRM_MODEL]."),
+    typer.Option(
+        help="LLM: the model of every agent that names none of its own in the chart "
+        "[default: the chart's company llm.model, else FIRM_MODEL]."
+    ),
 ]
 TemperatureOption = Annotated[
     float | None, typer.Option(min=0, max=2, help="LLM: sampling temperature.")
