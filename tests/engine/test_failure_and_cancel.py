@@ -145,3 +145,34 @@ def test_cancelling_a_finished_task_changes_nothing(
         engine.run_until(root.id, timeout=60)
         assert engine.cancel(root.id) == []
     assert {t.status for t in store.subtree(root.id)} == {Status.DONE}
+
+
+def test_a_long_result_is_bounded_in_the_managers_brief(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    long_result = "word " * 1000  # 5,000 characters: the file holds it, the brief a bounded part
+    briefs: list[str] = []
+
+    def cto(session: Session) -> str | None:
+        if session.task.turn == 0:
+            session.call("delegate_task", {"assignee": "gabriel", "title": "Write it all",
+                                           "description": "everything"})  # fmt: skip
+            return None
+        briefs.append(session.brief)
+        session.call("complete_task", {"result": "merged"})
+        return None
+
+    def gabriel(session: Session) -> str | None:
+        session.call("files.write", {"path": "all.md", "content": long_result})
+        session.call("complete_task", {"result": long_result, "files": ["all.md"]})
+        return None
+
+    brain = ScriptedBrain({"cto": cto, "gabriel": gabriel})
+    with Engine(store, heartbeat=0.2, brain=brain) as engine:
+        root = engine.submit(three_levels, "Write", to="cto", workspace=tmp_path / "ws")
+        assert engine.run_until(root.id, timeout=30).status == Status.DONE
+    (brief,) = briefs
+    assert "more characters; see the files]" in brief
+    assert "files: all.md" in brief
+    assert len(brief) < 3000  # the whole result is 5,000 characters on its own
+    assert store.children(root.id)[0].result == long_result  # stored whole
