@@ -46,6 +46,11 @@ class StoreError(FirmError):
     """The store cannot be opened or used as asked."""
 
 
+class TaskNotHeld(StoreError):
+    """A session acted on a task it no longer holds: cancelled, ended, or handed to another
+    worker after its lease ran out. The session stops; it is not the agent's mistake."""
+
+
 class WorkspaceError(FirmError):
     """A path or file operation would break the workspace's confinement or limits."""
 

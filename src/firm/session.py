@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from firm.audit.chain import digest
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, GrantError, remaining_budget
-from firm.errors import FirmError, StoreError, ToolError, WorkspaceError
+from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.org import AgentSpec, OrgChart
 from firm.store.base import NewTask, Store
 from firm.tasks import Outcome, Priority, Status, Task
@@ -399,7 +399,14 @@ class Session(ToolContext):
             language=(language or self.task.language).strip() or self.task.language,
             grant=grant,
         )
-        result = self.store.delegate(self.task.id, self.task.turn, new, events=self._deferred)
+        try:
+            result = self.store.delegate(
+                self.task.id, self.task.turn, new, events=self._deferred, worker_id=self.worker_id
+            )
+        except TaskNotHeld as exc:
+            self._cancel.set()
+            self.cancel_reason = str(exc)
+            raise SessionCancelled(str(exc)) from None
         self._deferred = []
         if result.task.id not in self.delegated:
             self.delegated.append(result.task.id)

@@ -213,3 +213,41 @@ def test_a_private_key_others_can_read_is_refused(audited: Audited, tmp_path: Pa
     db = str(audited.folder / "state" / "firm.db")
     out = firm_cli("audit", "pubkey", "--db", db, cwd=tmp_path)
     assert out.returncode == 2 and "chmod 600" in out.stderr
+
+
+def test_calls_of_a_session_cut_off_by_a_cancel_are_logged_and_the_bundle_verifies(
+    tmp_path: Path,
+) -> None:
+    """A session that finished its work while its task was being cancelled: the settle is
+    refused, but the calls it made are in the log (marked superseded) and the honest bundle
+    still verifies."""
+    import threading
+
+    from firm.session import Session
+    from tests.authority.scripted import ScriptedBrain, open_firm, write_company
+
+    org = "company: Cut Co\nagents:\n  - {id: ceo, name: Ava, title: CEO}\n"
+    company = write_company(tmp_path / "co", org)
+    release = threading.Event()
+    called = threading.Event()
+
+    def ceo(session: Session) -> None:
+        session.call("files.write", {"path": "draft.md", "content": "half a plan"})
+        session.call("complete_task", {"result": "a plan", "files": ["draft.md"]})
+        called.set()
+        assert release.wait(30)  # the cancel lands here, after the calls, before the settle
+
+    with open_firm(tmp_path, ScriptedBrain({"ceo": ceo})) as firm:
+        root = firm.submit(company.org_path, "Plan", workspace=company.folder / "ws")
+        firm.engine.start()
+        assert called.wait(30)
+        firm.store.cancel(root.id, "changed our minds")  # as `firm cancel` from elsewhere
+        release.set()
+        firm.run_until_idle(timeout=30)
+        events = firm.events(0, 1000)
+        kinds = [(e.kind, e.data.get("tool"), e.data.get("superseded")) for e in events]
+        assert ("tool_call", "files.write", None) in kinds
+        assert ("tool_call", "complete_task", True) in kinds  # logged after the cancel
+        assert firm.task(root.id).status == "cancelled"
+        report = verify_bundle(firm.export_audit(root.id), firm.audit_key().public)
+        assert report.verified, [c.line() for c in report.checks]

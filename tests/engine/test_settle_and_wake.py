@@ -196,3 +196,22 @@ def test_delegation_is_idempotent_within_a_turn_only(store: SqlStore) -> None:
     # A later turn may hand the same work out again on purpose (a retry after a failure).
     retry = store.delegate(root.id, 1, NewTask("Build the API", "", "cto", "ceo"))
     assert retry.created and retry.task.id != first.task.id
+
+
+def test_a_session_that_lost_its_task_cannot_delegate(store: SqlStore) -> None:
+    from firm.errors import TaskNotHeld
+
+    root = store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    store.claim("first", 1, 60)
+    kept = store.delegate(root.id, 0, NewTask("Part A", "", "cto", "ceo"), worker_id="first")
+    store.release("first", [root.id], "lease lost")  # handed on: another worker re-runs it
+    store.claim("second", 1, 60)
+    with pytest.raises(TaskNotHeld, match="handed to another worker"):
+        store.delegate(root.id, 0, NewTask("Part B", "", "cmo", "ceo"), worker_id="first")
+    # The successor replaying the same turn gets the existing subtask, nothing new.
+    again = store.delegate(root.id, 0, NewTask("Part A", "", "cto", "ceo"), worker_id="second")
+    assert not again.created and again.task.id == kept.task.id
+    store.cancel(root.id, "stop")
+    with pytest.raises(TaskNotHeld, match="is cancelled"):
+        store.delegate(root.id, 0, NewTask("Part C", "", "cmo", "ceo"), worker_id="second")
+    assert [t.title for t in store.children(root.id)] == ["Part A"]

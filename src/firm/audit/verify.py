@@ -407,9 +407,12 @@ def _contained(
         if problem:
             return problem
     # Where the check stood in the log: it read the state after the node's previous entry.
+    # An entry written after its session was cut off (cancelled, or re-run elsewhere) says
+    # so ("superseded"): its task's later entries came before it in the log, not before
+    # its check, so only its own checked_seq places it.
     checked = e.data.get("checked_seq")
     at = checked if isinstance(checked, int) and checked < e.seq else e.seq
-    if previous is not None:
+    if previous is not None and e.data.get("superseded") is not True:
         at = max(at, previous)
     for anc in _path_up(nodes, e.task_id):
         r = revoked_at.get(anc)

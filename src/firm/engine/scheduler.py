@@ -467,9 +467,10 @@ class Engine:
         pending = session.take_deferred() if session is not None else []
         if outcome is None and pending:
             # No settle will carry them, but the calls did run: their entries still belong
-            # in the log.
+            # in the log, marked as written after their session was cut off.
+            late = [(k, t, a, {**d, "superseded": True}) for k, t, a, d in pending]
             try:
-                self.store.append_events(pending)
+                self.store.append_events(late)
             except Exception:
                 log.warning("could not log the last calls of %s's session", task.id)
             pending = []

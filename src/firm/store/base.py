@@ -92,7 +92,12 @@ class Store(Protocol):
     def run(self, run_id: str) -> RunSpec: ...
     def open_run_ids(self) -> list[str]: ...
     def delegate(
-        self, parent_id: str, turn: int, new: NewTask, events: PendingEvents = ()
+        self,
+        parent_id: str,
+        turn: int,
+        new: NewTask,
+        events: PendingEvents = (),
+        worker_id: str | None = None,
     ) -> DelegateResult: ...
     def claim(
         self, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None

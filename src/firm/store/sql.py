@@ -41,7 +41,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from firm.audit.chain import canonical_json, entry_hash
-from firm.errors import StoreError, TaskNotFound
+from firm.errors import StoreError, TaskNotFound, TaskNotHeld
 from firm.store import migrate, notify, schema
 from firm.store import queries as Q
 from firm.store.base import (
@@ -616,8 +616,16 @@ class SqlStore:
 
     @retrying
     def delegate(
-        self, parent_id: str, turn: int, new: NewTask, events: PendingEvents = ()
+        self,
+        parent_id: str,
+        turn: int,
+        new: NewTask,
+        events: PendingEvents = (),
+        worker_id: str | None = None,
     ) -> DelegateResult:
+        """Create a subtask, or return the one this turn already created under the same
+        (assignee, normalised title). With worker_id, the parent must still be held by that
+        worker: a session cut off by a lost lease cannot add work behind its successor."""
         key_src = f"{parent_id}\x00{turn}\x00{new.assignee}\x00{normalise_title(new.title)}"
         key = hashlib.sha256(key_src.encode()).hexdigest()[:40]
         for _ in range(2):
@@ -628,14 +636,19 @@ class SqlStore:
                     parent = self._lock_task(tx, parent_id)
                     if parent is None:
                         raise TaskNotFound(parent_id)
+                    tx.pending.extend(events)  # written whichever way this goes
                     existing = tx.conn.execute(Q.BY_DEDUPE_KEY, {"key": key}).first()
                     if existing is not None:
                         return DelegateResult(_task(existing), created=False)
                     if parent.status != Status.IN_PROGRESS:
-                        raise StoreError(
+                        raise TaskNotHeld(
                             f"task {parent_id} is {parent.status}; it can no longer delegate"
                         )
-                    tx.pending.extend(events)
+                    if worker_id is not None and parent.worker_id != worker_id:
+                        raise TaskNotHeld(
+                            f"task {parent_id} was handed to another worker; this session "
+                            "can no longer delegate"
+                        )
                     task = self._insert_task(tx, new_task_id(), parent.root_id, parent_id, new, key)
                     tx.emit(
                         "delegated",
@@ -700,6 +713,12 @@ class SqlStore:
             task = self._lock_family(tx, task_id)
             parent_id = task.parent_id
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
+                # Too late to settle (cancelled, or re-run elsewhere), but the calls the
+                # session made did run: their record stays, marked as from a superseded run.
+                tx.pending.extend(
+                    (kind, tid, agent, {**data, "superseded": True})
+                    for kind, tid, agent, data in events
+                )
                 return SettleResult(False, task)
             tx.pending.extend(events)  # the session's own record comes before its outcome
             woke: list[str] = []
