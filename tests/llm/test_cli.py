@@ -148,7 +148,7 @@ def test_interrupted_mid_call_then_resumed_with_nothing_but_the_store(
 
         resumed = firm_cli("resume", "--json", "--db", str(db), cwd=tmp_path, env=bare_env())
         assert resumed.returncode == 0, resumed.stderr
-        summary = json.loads(resumed.stdout)
+        (summary,) = json.loads(resumed.stdout)  # resume --json lists the runs it continued
         assert summary["status"] == "done"
         assert {r.headers["authorization"] for r in server.requests[-3:]} == {"Bearer firm-no-key"}
 

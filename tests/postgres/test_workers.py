@@ -108,7 +108,7 @@ def workers(pg_url: str, tmp_path: Path):
     w.stop()
 
 
-def submit(url: str, tmp_path: Path, latency: float) -> str:
+def submit(url: str, tmp_path: Path, latency: float, linger: float = 0.0) -> str:
     org = tmp_path / "company.yaml"
     org.write_text(DEEP, encoding="utf-8")
     out = firm_cli(
@@ -121,6 +121,8 @@ def submit(url: str, tmp_path: Path, latency: float) -> str:
         str(tmp_path / "ws"),
         "--sim-latency",
         str(latency),
+        "--sim-linger",
+        str(linger),
         "--json",
         cwd=tmp_path,
         check=True,
@@ -202,12 +204,14 @@ def test_four_workers_finish_a_deep_company_while_two_watchers_see_every_event(
 def test_a_worker_killed_mid_session_loses_its_task_to_another_after_its_lease(
     workers, pg_url, tmp_path
 ):
-    root_id = submit(pg_url, tmp_path, latency=1.0)
+    # Each session lingers after acting, so the victim dies holding a manager that has
+    # already delegated: its re-run must find those subtasks, not make new ones.
+    root_id = submit(pg_url, tmp_path, latency=0.3, linger=2.0)
     victim = workers.start("victim", "--max-concurrent", "2", "--lease-seconds", "2")
     store = open_store(pg_url)
     try:
         deadline = time.monotonic() + 60
-        while not store.list_tasks(status="in_progress"):
+        while not [t for t in store.list_tasks(status="in_progress") if store.children(t.id)]:
             assert time.monotonic() < deadline, workers.logs()
             time.sleep(0.05)
         for i in range(3):
@@ -215,10 +219,15 @@ def test_a_worker_killed_mid_session_loses_its_task_to_another_after_its_lease(
         time.sleep(0.3)  # let the survivors start, so the victim is cut off with work in hand
         held = [t.id for t in store.list_tasks(status="in_progress") if t.worker_id == "victim"]
         assert held, "the victim held no session when killed"
+        delegated_before = {tid: [c.id for c in store.children(tid)] for tid in held}
+        assert any(delegated_before.values()), "the victim had delegated nothing yet"
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         wait_terminal(store, root_id, workers)
         events = assert_every_task_done_once(store, root_id)
+        for tid, kids in delegated_before.items():  # the re-run replayed, it did not re-create
+            assert [c.id for c in store.children(tid)][: len(kids)] == kids
+            assert len(store.children(tid)) == len({c.assignee for c in store.children(tid)})
         for tid in held:
             requeued = [e.data for e in events if e.task_id == tid and e.kind == "requeued"]
             assert requeued and requeued[0]["worker"] == "victim"

@@ -97,6 +97,59 @@ def test_a_failed_run_exits_1_with_the_reason(
     assert "4 invalid answers in a row" in result["error"]
 
 
+def test_running_a_finished_team_again_shows_its_outputs_without_a_model_call(
+    model: ScriptedModel, server: ModelServer, team_file: Path, tmp_path: Path
+) -> None:
+    model.when(agent="manager").reply(pick("research", "researcher"), pick("write", "writer"))
+    model.when(agent="researcher").reply(text("Notes."))
+    model.when(agent="writer").reply(text("The article."))
+    env = bare_env(**server.env())
+    db = tmp_path / "f.db"
+    first = firm_cli("team", "run", str(team_file), "--db", str(db), "--json", cwd=tmp_path,
+                     env=env)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    asked = len(server.requests)
+
+    # Each run is a new process: the store alone says the team is done.
+    again = firm_cli("team", "run", str(team_file), "--db", str(db), cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
+    run_id = json.loads(first.stdout)["run_id"]
+    out = " ".join(again.stdout.split())
+    assert f"done earlier in {run_id}; its outputs stand (--fresh runs it again)" in out
+    assert "The article." in out
+    assert "Team tasks: research done, write done" in out
+    as_json = firm_cli("team", "run", str(team_file), "--db", str(db), "--json", cwd=tmp_path,
+                       env=env)  # fmt: skip
+    assert json.loads(as_json.stdout) == json.loads(first.stdout)
+    assert len(server.requests) == asked  # no model call
+    assert len(roots(db)) == 1  # and no new run
+
+    # --fresh runs every task again, in a new run.
+    model.when(agent="manager").reply(pick("research", "researcher"), pick("write", "writer"))
+    model.when(agent="researcher").reply(text("Newer notes."))
+    model.when(agent="writer").reply(text("A new article."))
+    fresh = firm_cli("team", "run", str(team_file), "--db", str(db), "--fresh", "--json",
+                     cwd=tmp_path, env=env)  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    result = json.loads(fresh.stdout)
+    assert result["run_id"] != run_id
+    assert result["task_results"] == {"research": "Newer notes.", "write": "A new article."}
+    assert len(server.requests) == asked + 4
+    # The latest finished run is the one a plain run shows from now on.
+    latest = firm_cli("team", "run", str(team_file), "--db", str(db), "--json", cwd=tmp_path,
+                      env=env)  # fmt: skip
+    assert json.loads(latest.stdout)["run_id"] == result["run_id"]
+    assert len(server.requests) == asked + 4
+
+
+def roots(db: Path) -> list[str]:
+    store = open_store(db)
+    try:
+        return [t.id for t in store.list_tasks() if t.parent_id is None]
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize(
     ("args", "env", "says"),
     [
@@ -203,6 +256,13 @@ def test_a_killed_team_script_resumes_from_the_store_alone(
     # `firm resume` rebuilds the team from the database: no script, no model settings.
     proc = firm_cli("resume", "--db", "state.db", "--json", cwd=tmp_path, env=bare_env())
     assert proc.returncode == 0, proc.stderr
-    summary = json.loads(proc.stdout)
+    (summary,) = json.loads(proc.stdout)  # resume --json lists every run it continued
     assert (summary["status"], summary["result"]) == ("done", "The article.")
     assert_finished_once(tmp_path / "state.db", server)
+    # The script run again, in a new process, finds the team done: its output, no model call.
+    asked = len(server.requests)
+    again = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120, env=bare_env(**server.env()))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "The article."
+    assert len(server.requests) == asked

@@ -77,6 +77,10 @@ def goal_of(title: str) -> str:
 @dataclass
 class SimulationBrain:
     latency: float = 0.0
+    # Seconds a session stays open after acting (delegating, writing its file) before it
+    # ends its turn: a kill or a cancel then lands after the side effects, which is what
+    # crash-safety tests need to show nothing is done twice.
+    linger: float = 0.0
     fail_agents: frozenset[str] = field(default_factory=frozenset)
     fail_rate: float = 0.0
     seed: int = 0
@@ -84,7 +88,7 @@ class SimulationBrain:
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> SimulationBrain:
-        unknown = set(options) - {"latency", "fail_agents", "fail_rate", "seed"}
+        unknown = set(options) - {"latency", "linger", "fail_agents", "fail_rate", "seed"}
         if unknown:
             raise FirmError(f"unknown simulation option(s): {', '.join(sorted(unknown))}")
         rate = float(options.get("fail_rate", 0.0))
@@ -93,8 +97,12 @@ class SimulationBrain:
         latency = float(options.get("latency", 0.0))
         if latency < 0:
             raise FirmError(f"--sim-latency must not be negative, not {latency}")
+        linger = float(options.get("linger", 0.0))
+        if linger < 0:
+            raise FirmError(f"--sim-linger must not be negative, not {linger}")
         return cls(
             latency=latency,
+            linger=linger,
             fail_agents=frozenset(options.get("fail_agents") or ()),
             fail_rate=rate,
             seed=int(options.get("seed", 0)),
@@ -103,6 +111,7 @@ class SimulationBrain:
     def options(self) -> dict[str, Any]:
         return {
             "latency": self.latency,
+            "linger": self.linger,
             "fail_agents": sorted(self.fail_agents),
             "fail_rate": self.fail_rate,
             "seed": self.seed,
@@ -154,6 +163,7 @@ class SimulationBrain:
             if not result.ok:
                 session.call("fail_task", {"reason": f"could not delegate: {result.content}"})
                 return None
+        session.sleep(self.linger)
         return None
 
     def _deliver(self, session: Session) -> None:
@@ -183,6 +193,7 @@ class SimulationBrain:
         if not written.ok:
             session.call("fail_task", {"reason": f"could not write {path}: {written.content}"})
             return None
+        session.sleep(self.linger)
         session.call(
             "complete_task",
             {"result": f"{area} for '{goal}' is written up in {path}.", "files": [path]},

@@ -32,6 +32,12 @@ LanguageOption = Annotated[
     typer.Option(help="Language code for the work [default: detected from the goal]."),
 ]
 SimLatencyOption = Annotated[float, typer.Option(help="Simulation: seconds per turn.")]
+SimLingerOption = Annotated[
+    float,
+    typer.Option(
+        help="Simulation: seconds a session stays open after acting, before its turn ends."
+    ),
+]
 SimFailOption = Annotated[
     list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
 ]
@@ -55,11 +61,13 @@ MaxIterationsOption = Annotated[
 
 
 def sim_options(
-    latency: float, fail: list[str] | None, fail_rate: float, seed: int
+    latency: float, fail: list[str] | None, fail_rate: float, seed: int, linger: float = 0.0
 ) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if latency:
         options["latency"] = latency
+    if linger:
+        options["linger"] = linger
     if fail:
         options["fail_agents"] = list(fail)
     if fail_rate:
@@ -73,6 +81,7 @@ def brain_options(
     brain: str,
     *,
     sim_latency: float = 0.0,
+    sim_linger: float = 0.0,
     sim_fail: list[str] | None = None,
     sim_fail_rate: float = 0.0,
     seed: int = 0,
@@ -82,11 +91,12 @@ def brain_options(
 ) -> dict[str, Any]:
     """The options stored with a run for its brain; options for another brain are an error."""
     llm_asked = model is not None or temperature is not None or max_iterations is not None
-    sim_asked = bool(sim_latency or sim_fail or sim_fail_rate or seed)
+    sim_asked = bool(sim_latency or sim_linger or sim_fail or sim_fail_rate or seed)
     if brain == "llm":
         if sim_asked:
             raise FirmError(
-                "--sim-latency, --sim-fail, --sim-fail-rate and --seed apply to --brain simulation"
+                "--sim-latency, --sim-linger, --sim-fail, --sim-fail-rate and --seed apply to "
+                "--brain simulation"
             )
         from firm.brains.llm import submission_options
 
@@ -96,5 +106,5 @@ def brain_options(
     if llm_asked:
         raise FirmError("--model, --temperature and --max-iterations apply to --brain llm")
     if brain == "simulation":
-        return sim_options(sim_latency, sim_fail, sim_fail_rate, seed)
+        return sim_options(sim_latency, sim_fail, sim_fail_rate, seed, sim_linger)
     return {}

@@ -36,6 +36,7 @@ from firm.cli.options import (
     SimFailOption,
     SimFailRateOption,
     SimLatencyOption,
+    SimLingerOption,
     TemperatureOption,
     ToOption,
     WorkspaceOption,
@@ -151,6 +152,7 @@ def submit(
     priority: PriorityOption = "normal",
     language: LanguageOption = None,
     sim_latency: SimLatencyOption = 0.0,
+    sim_linger: SimLingerOption = 0.0,
     sim_fail: SimFailOption = None,
     sim_fail_rate: SimFailRateOption = 0.0,
     seed: SeedOption = 0,
@@ -169,6 +171,7 @@ def submit(
     options = brain_options(
         brain,
         sim_latency=sim_latency,
+        sim_linger=sim_linger,
         sim_fail=sim_fail,
         sim_fail_rate=sim_fail_rate,
         seed=seed,

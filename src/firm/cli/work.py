@@ -33,6 +33,7 @@ from firm.cli.options import (
     SimFailOption,
     SimFailRateOption,
     SimLatencyOption,
+    SimLingerOption,
     TemperatureOption,
     ToOption,
     WorkspaceOption,
@@ -50,7 +51,8 @@ def demo_org_text() -> str:
     return resources.files("firm").joinpath("examples/demo.yaml").read_text(encoding="utf-8")
 
 
-def _work(firm: Firm, root_ids: list[str], json_mode: bool) -> None:
+def _work(firm: Firm, root_ids: list[str], json_mode: bool, many: bool = False) -> None:
+    """Watch the runs to the end and report; --json prints one object, or (many) a list."""
     try:
         roots = watch(firm, root_ids, json_mode=json_mode)
     except KeyboardInterrupt:
@@ -62,7 +64,7 @@ def _work(firm: Firm, root_ids: list[str], json_mode: bool) -> None:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if json_mode:
         summaries = [run_summary(firm, r.id) for r in roots]
-        print_json(summaries[0] if len(summaries) == 1 else summaries)
+        print_json(summaries if many else summaries[0])
     else:
         for root in roots:
             report(firm, root)
@@ -82,6 +84,7 @@ def run(
     priority: PriorityOption = "normal",
     language: LanguageOption = None,
     sim_latency: SimLatencyOption = 0.0,
+    sim_linger: SimLingerOption = 0.0,
     sim_fail: SimFailOption = None,
     sim_fail_rate: SimFailRateOption = 0.0,
     seed: SeedOption = 0,
@@ -100,6 +103,7 @@ def run(
     options = brain_options(
         brain,
         sim_latency=sim_latency,
+        sim_linger=sim_linger,
         sim_fail=sim_fail,
         sim_fail_rate=sim_fail_rate,
         seed=seed,
@@ -195,7 +199,7 @@ def resume(
             raise
     if not json_mode:
         console.print(f"Resuming {len(roots)} run(s): {', '.join(roots)}")
-    _work(firm, roots, json_mode)
+    _work(firm, roots, json_mode, many=True)
 
 
 def register(app: typer.Typer) -> None:
