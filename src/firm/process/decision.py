@@ -93,27 +93,35 @@ class Choices:
         return f"Tasks you can choose: {tasks}. Team members: {names}."
 
 
+KEYS = ("task_id", "agent_name", "action")
+
+
 def parse_answer(text: str) -> dict[str, Any] | str:
-    """The JSON object in an answer, or a message saying why there is none. Code fences and
-    text around the object are tolerated; the object itself must be valid JSON."""
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.strip("`")
-        if body[:4].lower() == "json":
-            body = body[4:]
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end <= start:
-        return "your answer is not a JSON object"
+    """The JSON object an answer is, or a message saying why it is not one. The answer must
+    be the object alone, as the schema asks; the one thing tolerated is a Markdown code fence
+    around it (```json … ```), which models answering in plain text often add."""
+    body = _unfenced(text.strip())
+    alone = "your answer must be the JSON object alone, with no text around it"
+    if not body.startswith("{"):
+        return alone if "{" in body else "your answer is not a JSON object"
     try:
-        data = json.loads(body[start : end + 1])
+        data = json.loads(body)
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":
+            return alone
         return f"your answer is not valid JSON ({exc.msg} at position {exc.pos})"
     if not isinstance(data, dict):
         return "your answer is not a JSON object"
-    missing = [k for k in ("task_id", "agent_name", "action") if k not in data]
+    missing = [k for k in KEYS if k not in data]
     if missing:
         return f"your answer lacks {', '.join(repr(k) for k in missing)}"
-    for key in ("task_id", "agent_name", "action"):
+    extra = [k for k in data if k not in KEYS]
+    if extra:
+        return (
+            f"your answer has {', '.join(repr(k) for k in extra)}, which the schema does not "
+            "allow; use exactly the keys task_id, agent_name and action"
+        )
+    for key in KEYS:
         value = data[key]
         scalar = value is None or isinstance(value, str | int | float)
         if isinstance(value, bool) or not scalar:
@@ -121,8 +129,19 @@ def parse_answer(text: str) -> dict[str, Any] | str:
     return data
 
 
+def _unfenced(body: str) -> str:
+    """The text inside a code fence that wraps the whole answer; else the answer itself."""
+    if not (body.startswith("```") and body.endswith("```") and len(body) >= 6):
+        return body
+    inner = body[3:-3].strip()
+    if inner[:4].casefold() == "json" and (inner[4:5] == "{" or inner[4:5].isspace()):
+        inner = inner[4:]  # the fence's language tag
+    return inner.strip()
+
+
 def judge(text: str, choices: Choices) -> Verdict:
-    """Decide what an answer means. Names and ids are compared after normalise_name."""
+    """Decide what an answer means. Task ids and agent names are compared after
+    normalise_name, then must be equal."""
     data = parse_answer(text)
     if isinstance(data, str):
         return _reject(f"{data}. {_FORMAT}", choices)
@@ -143,16 +162,13 @@ def judge(text: str, choices: Choices) -> Verdict:
         return _reject(f"there is no task {data['task_id']!r}", choices)
 
     wanted_agent = normalise_name(str(data["agent_name"] or ""))
-    if wanted_agent in (normalise_name(choices.manager_name), normalise_name(choices.manager_id)):
+    if wanted_agent == normalise_name(choices.manager_name):
         return _reject(
             "you are the manager and cannot do a task yourself; choose a team member", choices
         )
+    # Members are chosen by name only (not by their id in the generated chart).
     agent_id = next(
-        (
-            mid
-            for mid, name in choices.members.items()
-            if wanted_agent in (normalise_name(name), normalise_name(mid))
-        ),
+        (mid for mid, name in choices.members.items() if normalise_name(name) == wanted_agent),
         None,
     )
     if agent_id is None:
