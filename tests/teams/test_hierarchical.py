@@ -263,12 +263,14 @@ def test_stopping_before_every_task_is_done_reports_the_manager_failed(
 def test_a_manager_whose_model_fails_for_good_fails_the_run(
     model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
 ) -> None:
-    model.when(agent="manager").reply(error(400, "response_format unsupported"))
+    # A 400 about something else than the response format is not worked around.
+    model.when(agent="manager").reply(error(400, "max_tokens is too large for this model"))
     team = two_task_team(db, tmp_path)
     with pytest.raises(TeamFailed) as info:
         team.start()
     assert "the manager failed in turn 1" in info.value.result["error"]
-    assert "response_format unsupported" in info.value.result["error"]
+    assert "max_tokens is too large" in info.value.result["error"]
+    assert len(server.requests_for("manager")) == 1
 
 
 def test_cancelling_the_run_stops_everything_mid_task(

@@ -1,12 +1,15 @@
-"""start() again: a finished team returns at once; tasks marked not started run alone,
-with what the others produced; a new run never sees the last run's manager turns."""
+"""start() again: a finished team returns at once (from the store, too, for the same team
+defined anew, as in a new process); tasks marked not started run alone, with what the
+others produced; a new run never sees the last run's manager turns; fresh=True redoes it."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-from firm import Agent, Firm, Task, Team
+import pytest
+
+from firm import Agent, Firm, Task, Team, TeamFailed
 from firm.testing import ModelServer, ScriptedModel, text
 from tests.teams.conftest import pick, two_task_team
 
@@ -155,4 +158,86 @@ def test_new_inputs_run_every_task_again(
     assert team.kickoff(inputs={"topic": "robots"}) == "Robots."
     assert team.kickoff(inputs={"topic": "robots"}) == "Robots."  # the same: at once
     assert team.kickoff(inputs={"topic": "boats"}) == "Boats."
+    assert len(server.requests) == 2
+
+
+def script_run(model: ScriptedModel, research: str = "Trends.", article: str = "Article.") -> None:
+    model.when(agent="manager").reply(pick("research", "Researcher"), pick("write", "Writer"))
+    model.when(agent="researcher").reply(text(research))
+    model.when(agent="writer").reply(text(article))
+
+
+def test_the_same_team_defined_anew_finds_its_finished_run_in_the_store(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    script_run(model)
+    first = two_task_team(db, tmp_path)
+    first.start()
+    asked = len(server.requests)
+
+    again = two_task_team(db, tmp_path)  # as a new process would: nothing in memory
+    out = again.start(return_dict=True)
+    assert out["run_id"] == first.run_id == again.run_id
+    assert out["task_results"] == {"research": "Trends.", "write": "Article."}
+    assert [t["task_id"] for t in out["manager"]["turns"]] == ["research", "write"]
+    assert [(t.status, t.output) for t in again.tasks] == [
+        ("done", "Trends."),
+        ("done", "Article."),
+    ]
+    assert len(server.requests) == asked and len(roots(db)) == 1
+    # Marking a task not started after that still runs it, in a new run.
+    model.when(agent="writer").reply(text("Article, take two."))
+    model.when(agent="manager").reply(pick("write", "Writer"))
+    again.reset("write")
+    assert again.start() == "Article, take two."
+    assert len(roots(db)) == 2
+    # ... and the latest finished run is what the next new definition finds.
+    assert two_task_team(db, tmp_path).start() == "Article, take two."
+    assert len(roots(db)) == 2
+
+
+def test_fresh_runs_every_task_again(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    script_run(model)
+    team = two_task_team(db, tmp_path)
+    team.start()
+    first_run = team.run_id
+
+    script_run(model, "New trends.", "New article.")
+    assert team.start(fresh=True) == "New article."  # in memory, all done: still redone
+    assert team.run_id != first_run
+    script_run(model, "Newest trends.", "Newest article.")
+    assert two_task_team(db, tmp_path).start(fresh=True) == "Newest article."  # the store too
+    assert len(roots(db)) == 3
+    assert model.unused() == []
+
+
+def test_a_failed_run_is_not_taken_for_the_teams_outputs(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    model.when(agent="manager").reply(pick("research", "Researcher"), pick("", "", "stop"))
+    model.when(agent="researcher").reply(text("Trends."))
+    with pytest.raises(TeamFailed):
+        two_task_team(db, tmp_path).start()
+    script_run(model)
+    assert two_task_team(db, tmp_path).start() == "Article."  # a new run, worked to the end
+    assert len(roots(db)) == 2
+
+
+def test_back_to_earlier_inputs_finds_that_run(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    model.when(agent="researcher", brief_contains="robots").reply(text("Robots."))
+    model.when(agent="researcher", brief_contains="boats").reply(text("Boats."))
+    researcher = Agent(name="Researcher", role="Researcher")
+    team = Team(
+        agents=[researcher],
+        tasks=[Task("Research {topic}", agent=researcher)],
+        db=db,
+        workspace=tmp_path / "ws",
+    )
+    assert team.kickoff(inputs={"topic": "robots"}) == "Robots."
+    assert team.kickoff(inputs={"topic": "boats"}) == "Boats."
+    assert team.kickoff(inputs={"topic": "robots"}) == "Robots."  # done before: at once
     assert len(server.requests) == 2

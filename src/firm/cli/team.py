@@ -22,7 +22,7 @@ from firm.cli.common import (
 )
 from firm.errors import FirmError
 from firm.process.files import load_team
-from firm.process.run import collect, open_run, submit
+from firm.process.run import collect, finished_run, open_run, submit
 from firm.process.verbose import event_printer
 
 team_app = typer.Typer(
@@ -65,16 +65,21 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Print each manager decision.")
     ] = False,
-    new: Annotated[
+    fresh: Annotated[
         bool,
         typer.Option(
-            "--new", help="Start afresh even if the store holds an unfinished run of this team."
+            "--fresh",
+            "--new",
+            help="Run every task again in a new run, even if the store holds a finished or "
+            "an unfinished run of this team.",
         ),
     ] = False,
     json_mode: JsonOption = False,
 ) -> None:
-    """Run a team to the end. An unfinished run of the same team (its process was killed)
-    is continued where it stopped, unless --new."""
+    """Run a team to the end. If the store holds a run of the same team (same files and
+    inputs), nothing is redone: a finished run's outputs are shown at once, with no model
+    call, and an unfinished one (its process was killed) is continued where it stopped.
+    --fresh runs every task again."""
     overrides: dict[str, Any] = {}
     if process is not None:
         if process not in ("sequential", "hierarchical"):
@@ -87,10 +92,14 @@ def run(
     team = load_team(team_file, inputs=_inputs(input_), **overrides)
     spec = team.spec()
     firm = Firm(db)
+    finished = False
     try:
-        root_id = None if new else open_run(firm, spec)
+        root_id = None if fresh else open_run(firm, spec)
         if root_id is not None:
-            note = f"continuing {root_id}, left unfinished (--new starts afresh)"
+            note = f"continuing {root_id}, left unfinished (--fresh starts afresh)"
+        elif not fresh and (root_id := finished_run(firm, spec)) is not None:
+            finished = True
+            note = f"done earlier in {root_id}; its outputs stand (--fresh runs it again)"
         else:
             root_id = submit(firm, spec, workspace=team.workspace, llm=team.llm_options).id
             note = f"run {root_id}"
@@ -102,11 +111,14 @@ def run(
             f"[bold]{spec.name}[/] · {spec.process} · {len(spec.tasks)} task(s) · {note} · "
             f"store {firm.store.url}"
         )
+    if finished:
+        _show(firm, root_id, json_mode)
+        return
     unsubscribe = None
     if verbose and not json_mode:
         unsubscribe = firm.store.subscribe(event_printer(spec, decisions_only=True))
     try:
-        (root,) = watch(firm, [root_id], json_mode=json_mode)
+        watch(firm, [root_id], json_mode=json_mode)
     except KeyboardInterrupt:
         firm.close()
         err_console.print(
@@ -117,12 +129,17 @@ def run(
     finally:
         if unsubscribe is not None:
             unsubscribe()
+    _show(firm, root_id, json_mode)
+
+
+def _show(firm: Firm, root_id: str, json_mode: bool) -> None:
+    """The run's outcome — the last task's output and each task's status — and the exit."""
     outcome = collect(firm, root_id)
     if json_mode:
         print_json(outcome.as_dict())
     else:
-        report(firm, root)
-        statuses = ", ".join(f"{t.id} {outcome.task_status(t.id)}" for t in spec.tasks)
+        report(firm, firm.task(root_id))
+        statuses = ", ".join(f"{t.id} {outcome.task_status(t.id)}" for t in outcome.spec.tasks)
         console.print(f"[dim]Team tasks: {statuses}[/]")
     firm.close()
     raise typer.Exit(EXIT_DONE if outcome.done else EXIT_FAILED)

@@ -1,13 +1,14 @@
 """One manager turn: the manager's model chooses a task and a member, firm checks the choice,
 and the chosen member does the task as a subtask of the turn.
 
-The turn's first session asks the model (through the LLM brain's loop, with a strict JSON
-response format and only the manager's own tools) and judges each answer. An invalid answer
-goes back to the model with what was wrong and the valid choices — at most MAX_REPROMPTS
-times in a row; the next invalid answer fails the turn, and with it the run. A valid one
-ends the turn as a decision: `stop`, a reselection (logged, nothing run), or `execute`,
-which delegates the team task to the member and ends the session. Woken when that task has
-ended, the turn completes with a record of what happened; it makes no model call then.
+The turn's first session asks the model (through the LLM brain's loop, with the strictest
+response format the provider takes — see formats.py — and only the manager's own tools) and
+judges each answer. An invalid answer goes back to the model with what was wrong and the
+valid choices — at most MAX_REPROMPTS times in a row; the next invalid answer fails the
+turn, and with it the run. A valid one ends the turn as a decision: `stop`, a reselection
+(logged, nothing run), or `execute`, which delegates the team task to the member and ends
+the session. Woken when that task has ended, the turn completes with a record of what
+happened; it makes no model call then.
 """
 
 from __future__ import annotations
@@ -15,14 +16,20 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from firm.process.decision import Choices, Verdict, judge, response_format
+from firm.brains.llm_client import RetryPolicy
+from firm.brains.llm_loop import SessionLoop
+from firm.errors import FirmError
+from firm.process.decision import Choices, Verdict, judge
+from firm.process.formats import FormatFallbackClient, mode_in_effect
 from firm.process.ledger import read
 from firm.process.prompts import manager_system, worker_description
 from firm.process.spec import MAX_REPROMPTS, TeamSpec, worker_title
 
 if TYPE_CHECKING:
     from firm.brains.llm import LLMBrain
+    from firm.brains.llm_loop import AnswerCheck
     from firm.session import Session
+    from firm.tools.registry import ToolDef
 
 
 def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
@@ -61,13 +68,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
         return verdict.reason
 
     tools = [t for t in session.tools() if not t.lifecycle]
-    llm.run(
-        session,
-        system=manager_system(spec, [t.model_name for t in tools]),
-        tools=tools,
-        response_format=response_format(spec.manager_output),
-        check_answer=check,
-    )
+    _ask(session, spec, llm, tools, number, [t.task.id for t in state.turns], check)
     if session.ended:
         return
     if not decided:
@@ -89,6 +90,45 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
     )
     if not result.ok:
         session.fail(f"could not hand {task.id} to {verdict.agent_name}: {result.content}")
+
+
+def _ask(
+    session: Session,
+    spec: TeamSpec,
+    llm: LLMBrain,
+    tools: list[ToolDef],
+    number: int | None,
+    turn_ids: list[str],
+    check: AnswerCheck,
+) -> None:
+    """The LLM brain's loop, through a client that falls back to a weaker response format
+    when the provider rejects the current one (and remembers it in the log)."""
+    try:
+        settings = llm.settings_for(session.org, session.agent_id)
+    except FirmError as exc:
+        session.fail(str(exc))
+        return
+    names = [t.model_name for t in tools]
+    mode = mode_in_effect(session.store, spec, turn_ids)
+    client = FormatFallbackClient(
+        settings.endpoint,
+        RetryPolicy(llm.max_retries, llm.backoff, llm.backoff_max),
+        mode=mode,
+        system_for=lambda m: manager_system(spec, names, m),
+        turn=number,
+    )
+    try:
+        loop = SessionLoop(
+            session,
+            settings.loop,
+            client,
+            system=manager_system(spec, names, mode),
+            tools=tools,
+            check_answer=check,
+        )
+        loop.run()
+    finally:
+        client.close()
 
 
 def _after_delegating(session: Session, children: list[Any]) -> None:

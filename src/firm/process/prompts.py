@@ -7,6 +7,9 @@ turns — is the brief. A worker's task carries the results of the tasks before 
 
 from __future__ import annotations
 
+import json
+
+from firm.process.decision import DECISION_SCHEMA
 from firm.process.ledger import TaskState, TeamState
 from firm.process.spec import MAX_RETRIES, MemberSpec, TaskSpec, TeamSpec
 
@@ -28,7 +31,9 @@ def _member_line(m: MemberSpec) -> str:
     return line
 
 
-def manager_system(spec: TeamSpec, tool_names: list[str]) -> str:
+def manager_system(spec: TeamSpec, tool_names: list[str], mode: str = "json_schema") -> str:
+    """The manager's system prompt. When the provider does not enforce the schema (JSON mode
+    or plain text), the schema itself is spelled out."""
     assert spec.manager is not None
     me = spec.manager
     role = " ".join(me.role.split())
@@ -53,6 +58,11 @@ def manager_system(spec: TeamSpec, tool_names: list[str]) -> str:
         '"action": "execute"}\n'
         '  or, to end the team\'s work: {"task_id": "", "agent_name": "", "action": "stop"}'
     )
+    if mode != "json_schema":
+        parts.append(
+            "Your answer must match this JSON schema — no other keys, and no text before or "
+            "after the object:\n" + json.dumps(DECISION_SCHEMA, ensure_ascii=False)
+        )
     if tool_names:
         parts.append(
             "You may use your tools to look into things before you decide: "

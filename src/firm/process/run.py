@@ -1,5 +1,5 @@
-"""A team's runs in a store: start one, find one a killed process left unfinished, and read
-what one produced. Shared by `Team.start()` and `firm team run`."""
+"""A team's runs in a store: start one, find one a killed process left unfinished or one
+that finished, and read what one produced. Shared by `Team.start()` and `firm team run`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ from typing import Any
 from firm.api import Firm
 from firm.language import detect_language
 from firm.process.ledger import TeamState, read
-from firm.process.spec import BRAIN_NAME, DEFAULT_MODEL, TeamSpec
+from firm.process.spec import (
+    BRAIN_NAME,
+    COORDINATOR,
+    DEFAULT_MODEL,
+    DOWNGRADED,
+    MANAGER_OUTPUTS,
+    TeamSpec,
+)
 from firm.tasks import Status, Task
 
 
@@ -53,16 +60,41 @@ def open_run(firm: Firm, spec: TeamSpec) -> str | None:
     """The root of an unfinished run of this same team, if the store holds one."""
     key = spec.key()
     for root_id in firm.store.open_run_ids():
-        run = firm.store.run(root_id)
-        if run.brain != BRAIN_NAME:
-            continue
-        stored = (run.brain_options or {}).get("team")
-        try:
-            if stored is not None and TeamSpec.model_validate(stored).key() == key:
-                return root_id
-        except ValueError:
-            continue
+        if _same_team(firm, root_id, key):
+            return root_id
     return None
+
+
+FINISHED_PAGE = 500
+
+
+def finished_run(firm: Firm, spec: TeamSpec) -> str | None:
+    """The root of the latest run of this same team (same definition, same inputs) that
+    ended with every task done, if the store holds one: its outputs are the team's."""
+    key = spec.key()
+    found, offset = None, 0
+    while True:
+        # A team run's root is the coordinator's; the list is oldest first.
+        page = firm.store.list_tasks(
+            status=str(Status.DONE), assignee=COORDINATOR, limit=FINISHED_PAGE, offset=offset
+        )
+        for task in page:
+            if task.parent_id is None and _same_team(firm, task.id, key):
+                found = task.id
+        if len(page) < FINISHED_PAGE:
+            return found
+        offset += FINISHED_PAGE
+
+
+def _same_team(firm: Firm, root_id: str, key: str) -> bool:
+    run = firm.store.run(root_id)
+    if run.brain != BRAIN_NAME:
+        return False
+    stored = (run.brain_options or {}).get("team")
+    try:
+        return stored is not None and TeamSpec.model_validate(stored).key() == key
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -75,6 +107,7 @@ class TeamResult:
     spec: TeamSpec
     state: TeamState
     rejections: dict[str, list[str]]  # manager turn id -> reasons its answers were rejected
+    downgrades: dict[str, list[dict[str, Any]]]  # manager turn id -> response formats refused
 
     @property
     def done(self) -> bool:
@@ -99,6 +132,8 @@ class TeamResult:
             trace = turn.trace()
             if self.rejections.get(turn.task.id):
                 trace["rejected"] = self.rejections[turn.task.id]
+            if self.downgrades.get(turn.task.id):
+                trace["downgraded"] = self.downgrades[turn.task.id]
             turns.append(trace)
         if self.done:
             status = "completed"
@@ -106,7 +141,11 @@ class TeamResult:
             status = "failed"
         else:
             status = str(self.status)
-        return {"status": status, "reason": self.error, "turns": turns}
+        mode = self.spec.manager_output
+        for steps in self.downgrades.values():
+            for step in steps:  # the weakest format asked for wins: it is the one in use
+                mode = max(mode, step["to"], key=MANAGER_OUTPUTS.index)
+        return {"status": status, "reason": self.error, "response_format": mode, "turns": turns}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -125,9 +164,13 @@ def collect(firm: Firm, root_id: str) -> TeamResult:
     root = tree[0]
     state = read(spec, tree)
     rejections: dict[str, list[str]] = {}
+    downgrades: dict[str, list[dict[str, Any]]] = {}
     turn_ids = [t.task.id for t in state.turns]
     if turn_ids:
         for e in firm.store.events_after(0, 1_000_000, task_ids=turn_ids):
             if e.kind == "manager_decision" and e.data.get("verdict") == "rejected":
                 rejections.setdefault(e.task_id or "", []).append(str(e.data.get("reason")))
-    return TeamResult(root_id, root.status, root.error, spec, state, rejections)
+            elif e.kind == DOWNGRADED and e.data.get("to") in MANAGER_OUTPUTS:
+                step = {k: e.data.get(k) for k in ("from", "to", "error")}
+                downgrades.setdefault(e.task_id or "", []).append(step)
+    return TeamResult(root_id, root.status, root.error, spec, state, rejections, downgrades)

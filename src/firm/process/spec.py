@@ -37,6 +37,8 @@ TITLE_LIMIT = 200
 
 Process = Literal["sequential", "hierarchical"]
 ManagerOutput = Literal["json_schema", "json_object", "text"]
+MANAGER_OUTPUTS = ("json_schema", "json_object", "text")  # strictest first (formats.py)
+DOWNGRADED = "manager_output_downgraded"  # the event of a response format the API refused
 
 
 class _Frozen(BaseModel):

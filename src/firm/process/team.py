@@ -28,7 +28,7 @@ from firm.api import Firm
 from firm.process.build import build_spec, task_id
 from firm.process.errors import TeamError, TeamFailed
 from firm.process.members import DONE, FAILED, Agent, Task
-from firm.process.run import TeamResult, collect, open_run, submit
+from firm.process.run import TeamResult, collect, finished_run, open_run, submit
 from firm.process.spec import TeamSpec
 from firm.process.verbose import event_printer
 
@@ -107,21 +107,47 @@ class Team:
 
     # --- running ---------------------------------------------------------------------------
 
-    def start(self, return_dict: bool = False, *, inputs: dict[str, Any] | None = None) -> Any:
+    def start(
+        self,
+        return_dict: bool = False,
+        *,
+        inputs: dict[str, Any] | None = None,
+        fresh: bool = False,
+    ) -> Any:
         """Run the tasks not done yet; returns the last task's raw output, or with
-        return_dict=True every task's output by id with the manager's trace. A team whose
-        tasks are all done returns at once. Raises TeamFailed if the run ends with a task
-        not done. A run left unfinished (the process was killed) is continued, not redone.
+        return_dict=True every task's output by id with the manager's trace. Raises
+        TeamFailed if the run ends with a task not done.
+
+        A team already run to the end returns at once, with no model call: from memory, or
+        — in a new process — from the store's latest finished run of the same definition
+        and inputs. A run left unfinished (the process was killed) is continued, not redone.
+        Tasks marked not started (task.reset(), team.reset()) run again in a new run.
         Outputs belong to the definition that produced them: after a change to the team or
-        its inputs, every task runs again."""
+        its inputs, every task runs again (unless the store holds a finished run of the new
+        definition). fresh=True runs every task again in a new run,
+        whatever the store holds."""
         spec = self.spec(inputs)
-        if self._outputs_key is not None and self._outputs_key != spec.key():
+        changed = self._outputs_key is not None and self._outputs_key != spec.key()
+        if fresh or changed:
             self.reset()
             spec = self.spec(inputs)
         if all(t.status == DONE for t in self.tasks):
             return self._from_memory(spec, return_dict)
+        # The store's finished run stands for this one unless the user marked tasks of this
+        # team to run again (after it ran here) or set some done by hand.
+        reuse = not fresh and not spec.carried and (self._outputs_key is None or changed)
         with Firm(self.db) as firm:
-            root_id = open_run(firm, spec)
+            root_id = None if fresh else open_run(firm, spec)
+            finished = finished_run(firm, spec) if root_id is None and reuse else None
+            if finished is not None:
+                if self.verbose:
+                    print(
+                        f"[team] done earlier in {finished}; its outputs stand "
+                        "(fresh=True runs it again)",
+                        flush=True,
+                    )
+                self.run_id = finished
+                return self._finish(collect(firm, finished), return_dict)
             if root_id is None:
                 root_id = submit(firm, spec, workspace=self.workspace, llm=self.llm_options).id
             self.run_id = root_id
@@ -135,10 +161,14 @@ class Team:
         return self._finish(outcome, return_dict)
 
     async def astart(
-        self, return_dict: bool = False, *, inputs: dict[str, Any] | None = None
+        self,
+        return_dict: bool = False,
+        *,
+        inputs: dict[str, Any] | None = None,
+        fresh: bool = False,
     ) -> Any:
         """start() without blocking the event loop (it runs in a worker thread)."""
-        return await asyncio.to_thread(self.start, return_dict, inputs=inputs)
+        return await asyncio.to_thread(self.start, return_dict, inputs=inputs, fresh=fresh)
 
     def kickoff(self, inputs: dict[str, Any] | None = None) -> Any:
         """CrewAI's name for start(): placeholders like {topic} are filled from inputs."""
@@ -173,7 +203,13 @@ class Team:
         if not return_dict:
             return self.tasks[-1].output
         ids = [t.id for t in spec.tasks]
-        manager = {"status": "completed", "reason": None, "turns": []}
+        last = (self.result or {}).get("manager") or {}
+        manager = {
+            "status": "completed",
+            "reason": None,
+            "response_format": last.get("response_format", spec.manager_output),
+            "turns": [],
+        }
         return {
             "run_id": None,
             "status": "done",

@@ -33,6 +33,11 @@ def describe_event(e: Event, names: dict[str, str]) -> str | None:
         if verdict == "reselected":
             return f"[manager] {turn}: ignored — {d.get('reason')}"
         return f"[manager] {turn}: {d.get('reason')}"
+    if e.kind == "manager_output_downgraded":
+        return (
+            f"[manager] turn {d.get('turn')}: the model API refused {d.get('from')} answers; "
+            f"asking with {d.get('to')} from now on"
+        )
     if e.agent in names and e.kind in ("started", "completed", "failed"):
         return f"[{names[e.agent]}] {e.kind} {e.task_id}"
     if e.kind == "team_task_excluded":
