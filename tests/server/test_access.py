@@ -97,6 +97,33 @@ def test_off_loopback_every_read_needs_the_token(fresh_office) -> None:
         assert json.loads(ws.recv(timeout=10))["type"] == "snapshot"
 
 
+def test_off_loopback_the_api_schema_needs_the_token_too(fresh_office) -> None:
+    # The schema names the company and lists its agents: it is a read like any other.
+    public: Running = fresh_office(reads_need_token=True)
+    company = public.office.org.company
+    for token in (None, "wrong"):
+        with public.client(token=token) as c:
+            r = c.get("/openapi.json")
+            assert r.status_code == 401, r.text
+            assert company not in r.text
+    with public.client() as c:
+        schema = c.get("/openapi.json").json()
+    assert company in schema["info"]["title"]
+    assert "/api/tasks" in schema["paths"]
+    with public.client(token=None) as c:
+        docs = c.get("/docs")  # the docs page asks for the token itself (see test_docs_page)
+        assert docs.status_code == 200
+        assert company not in docs.text and "gabriel" not in docs.text
+
+
+def test_on_loopback_the_schema_is_a_read_like_the_others(office: Running) -> None:
+    with office.client(token=None) as c:
+        assert "Acme AI" in c.get("/openapi.json").json()["info"]["title"]
+        assert "Acme AI" in c.get("/docs").text
+    with office.client(token=None, Host="evil.example") as c:
+        assert c.get("/openapi.json").status_code == 403
+
+
 def test_a_page_from_another_origin_cannot_watch_without_the_token(office: Running) -> None:
     with office.ws(origin="http://evil.example") as ws, pytest.raises(ConnectionClosed) as closed:
         ws.recv(timeout=10)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 
-from fastapi import FastAPI
-from fastapi.responses import HTMLResponse
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -40,7 +41,8 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        page = not scope["path"].startswith(("/api/", "/docs", "/redoc", "/openapi"))
+        path = scope["path"]
+        page = not (path == "/docs" or path.startswith(("/api/", "/docs/", "/openapi")))
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -55,22 +57,62 @@ class _SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def _install_docs(app: FastAPI) -> None:
-    """The OpenAPI docs page, with Swagger UI's assets from the swagger-ui-bundle package
-    rather than a CDN: the office must work on a machine with no way out."""
-    from fastapi.openapi.docs import get_swagger_ui_html
+DOCS_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'"
+)
+
+DOCS_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+<link rel="stylesheet" href="/docs.css">
+<link rel="icon" href="/docs/assets/favicon-32x32.png">
+</head>
+<body>
+<form id="token-form" class="docs-token" hidden>
+  <p id="token-reason"></p>
+  <label for="token-input">Access token</label>
+  <input id="token-input" type="password" autocomplete="off" spellcheck="false" required>
+  <button type="submit">Show the API</button>
+</form>
+<div id="swagger-ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script type="module" src="/docs.js"></script>
+</body>
+</html>
+"""
+
+
+def _install_docs(app: FastAPI, office: Office) -> None:
+    """The OpenAPI schema and its docs page. The schema names the company and its agents, so
+    it is a read like any other: off loopback it needs the token. The docs page itself holds
+    nothing (docs.js fetches the schema with the office page's token, or asks for one), and
+    Swagger UI's assets come from the swagger-ui-bundle package rather than a CDN: the office
+    must work on a machine with no way out."""
     from swagger_ui_bundle import swagger_ui_path
 
+    @app.get(
+        "/openapi.json",
+        include_in_schema=False,
+        dependencies=[Depends(routes.read_guard(office.policy))],
+    )
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
     app.mount("/docs/assets", StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+    # Off loopback even the page's title must not name the company.
+    title = "firm office · API" if office.policy.reads_need_token else f"{app.title} · API"
+    page = DOCS_PAGE.format(title=html.escape(title))
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
-            title=f"{app.title} · API",
-            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
-            swagger_css_url="/docs/assets/swagger-ui.css",
-            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        return HTMLResponse(
+            page, headers={"Content-Security-Policy": DOCS_POLICY, "Cache-Control": "no-cache"}
         )
 
 
@@ -89,6 +131,7 @@ def create_app(office: Office) -> FastAPI:
     app = FastAPI(
         docs_url=None,  # served below from the package, so /docs works with no internet
         redoc_url=None,
+        openapi_url=None,  # served below, behind the same access rule as the API
         title=f"firm office · {office.org.company}",
         version=firm.__version__,
         description=(
@@ -102,6 +145,6 @@ def create_app(office: Office) -> FastAPI:
     routes.install_error_handlers(app)
     app.include_router(routes.build_router(office))
     app.include_router(live.router)
-    _install_docs(app)
+    _install_docs(app, office)
     app.mount("/", StaticFiles(directory=static_dir(), html=True), name="page")
     return app

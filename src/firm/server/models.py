@@ -39,6 +39,7 @@ class NewGoal(_Request):
         None,
         pattern=LANGUAGE_PATTERN,
         description="Language code for the work [default: detected from the goal].",
+        examples=["fr"],
     )
 
 

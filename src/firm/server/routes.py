@@ -10,13 +10,19 @@ failure a caller can cause is a 4xx with a sentence saying why.
 # run time, and the goal model is local to build_router.
 import os
 import stat
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from firm.errors import FirmError, OrgChartError, TaskNotFound, WorkspaceError
+from firm.server.access import AccessPolicy
 from firm.server.models import (
     CancelRequest,
     CancelResult,
@@ -33,6 +39,10 @@ from firm.server.models import (
 from firm.server.office import FileMissing, NotOpen, Office, UnknownAgent
 
 FILE_READ_CAP = 1024 * 1024
+UNICODE_MESSAGE = (
+    "Input should be Unicode text: it holds a lone surrogate escape (\\ud800 to \\udfff) "
+    "that no UTF-8 text can carry"
+)
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -47,9 +57,8 @@ def unauthorised(message: str) -> HTTPException:
     return HTTPException(401, message, headers={"WWW-Authenticate": "Bearer"})
 
 
-def build_router(office: Office) -> APIRouter:
-    policy = office.policy
-    store = office.store
+def read_guard(policy: AccessPolicy) -> Callable[[Request, Credentials], None]:
+    """The dependency every read goes through (the API's and the OpenAPI schema's)."""
 
     def may_read(request: Request, credentials: Credentials) -> None:
         presented = credentials.credentials if credentials else None
@@ -59,6 +68,14 @@ def build_router(office: Office) -> APIRouter:
         if presented is None and not policy.reads_need_token:
             raise HTTPException(403, refusal)  # a foreign Host on loopback
         raise unauthorised(refusal)
+
+    return may_read
+
+
+def build_router(office: Office) -> APIRouter:
+    policy = office.policy
+    store = office.store
+    may_read = read_guard(policy)
 
     def may_write(credentials: Credentials) -> None:
         refusal = policy.write_refusal(credentials.credentials if credentials else None)
@@ -220,15 +237,45 @@ def build_router(office: Office) -> APIRouter:
     return router
 
 
+def printable(value: Any) -> Any:
+    """A JSON value that can always be sent. JSON may carry a lone surrogate (\\ud800), but no
+    UTF-8 text can: echoing one back would fail while answering. Such characters are spelled
+    out as their escape instead; everything else passes unchanged."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {printable(str(k)): printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return printable(str(value))
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Errors the office raises on purpose become 4xx with their message."""
+    """Errors the office raises on purpose become 4xx with their message; every error answer
+    says what was wrong without ever failing on what the caller sent."""
 
     def answer(code: int):  # type: ignore[no-untyped-def]
         async def handler(request: Request, exc: Exception) -> JSONResponse:
-            return JSONResponse({"detail": str(exc)}, status_code=code)
+            return JSONResponse({"detail": printable(str(exc))}, status_code=code)
 
         return handler
 
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer echoes the input, which may hold what UTF-8 cannot encode.
+        errors = printable(jsonable_encoder(exc.errors()))
+        for error in errors:
+            if error.get("type") == "string_unicode":
+                error["msg"] = UNICODE_MESSAGE
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        exc.detail = printable(exc.detail)
+        return await http_exception_handler(request, exc)
+
+    app.add_exception_handler(RequestValidationError, invalid_request)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
     for error, code in (
         (TaskNotFound, 404),
         (FileMissing, 404),
