@@ -182,3 +182,20 @@ def test_other_commands_do_not_load_the_web_stack() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_listening_on_every_address_prints_addresses_one_can_open() -> None:
+    # (Checked without binding: the tests listen on loopback only.)
+    from firm.server.serving import http_url, listens_everywhere, local_host, reachable_host
+
+    name = socket.gethostname()
+    for wildcard in ("0.0.0.0", "::", ""):
+        assert listens_everywhere(wildcard)
+        shown = reachable_host(wildcard)
+        assert shown not in ("0.0.0.0", "::", "")
+        assert shown == name or shown == local_host(wildcard)
+    assert http_url(local_host("0.0.0.0"), 8000) == "http://127.0.0.1:8000"
+    assert http_url(local_host("::"), 8000) == "http://[::1]:8000"
+    for specific in ("127.0.0.1", "192.168.1.20", "office.example", "::1"):
+        assert not listens_everywhere(specific)
+        assert reachable_host(specific) == local_host(specific) == specific

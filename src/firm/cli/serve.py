@@ -90,12 +90,17 @@ def serve(
         console.print(text, highlight=False, markup=False, soft_wrap=True)
 
     say(f"{office.org.company}'s office is open at {url}")
+    if server.local_url != url:  # listening on every address: the name above is for others
+        say(f"On this machine: {server.local_url}")
     say(f"Access token: {policy.token}")
     say(f"Open with the token: {url}/#token={policy.token}")
     say(f"API docs: {url}/docs · store {office.store.url}")
     if policy.reads_need_token:
         err_console.print(
-            f"[yellow]Listening on {host}, beyond this machine:[/] every request needs the token."
+            f"[yellow]Listening on {host or '0.0.0.0'}, beyond this machine:[/] "
+            "every request needs the token.",
+            highlight=False,
+            soft_wrap=True,
         )
     console.print("Ctrl-C closes the office; unfinished work resumes next time.", style="dim")
     console.file.flush()

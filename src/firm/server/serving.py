@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
@@ -9,8 +10,37 @@ import time
 import uvicorn
 
 from firm.errors import FirmError
+from firm.server.access import is_loopback
 from firm.server.app import create_app
 from firm.server.office import Office
+
+
+def listens_everywhere(host: str) -> bool:
+    """Whether binding here listens on every address of the machine (0.0.0.0, ::, or "")."""
+    try:
+        return not host or ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def reachable_host(host: str) -> str:
+    """A name others can open for an address to bind: 0.0.0.0 is no address to browse to, so
+    a wildcard becomes this machine's name (or loopback, when the machine has none to give)."""
+    if not listens_everywhere(host):
+        return host
+    name = socket.gethostname()
+    return name if name and not is_loopback(name) else local_host(host)
+
+
+def local_host(host: str) -> str:
+    """An address of this machine the office answers on, for a browser on this machine."""
+    if not listens_everywhere(host):
+        return host
+    return "::1" if ":" in host else "127.0.0.1"
+
+
+def http_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -54,8 +84,13 @@ class OfficeServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        """Where to open the office: this machine's name when it listens on every address."""
+        return http_url(reachable_host(self.host), self.port)
+
+    @property
+    def local_url(self) -> str:
+        """Where to open it from this machine."""
+        return http_url(local_host(self.host), self.port)
 
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C or SIGTERM)."""
