@@ -25,7 +25,10 @@ LongText = Annotated[str, Field(max_length=20_000)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, frozen=True)
+    # NaN and infinity are not numbers a ceiling or a time can be: refused with the rest.
+    model_config = ConfigDict(
+        extra="forbid", str_strip_whitespace=True, frozen=True, allow_inf_nan=False
+    )
 
 
 class LLMConfig(_Strict):
@@ -257,61 +260,76 @@ def _pydantic_problems(
         yield Problem(file, _nearest_line(lines, loc), _field_name(loc), message)
 
 
-def _structure_problems(org: OrgChart, file: str, lines: dict[Path_, int]) -> list[Problem]:
+def _reporting_lines(data: Any) -> list[tuple[int, str, str | None]]:
+    """(index, id, reports_to) of every agent entry whose id is usable, read from the raw
+    data, so the structure is checked even when other fields have problems of their own."""
+    agents = data.get("agents") if isinstance(data, dict) else None
+    out: list[tuple[int, str, str | None]] = []
+    for i, a in enumerate(agents if isinstance(agents, list) else []):
+        if not isinstance(a, dict) or not isinstance(a.get("id"), str):
+            continue
+        boss = a.get("reports_to")
+        out.append((i, a["id"].strip(), boss.strip() if isinstance(boss, str) else None))
+    return out
+
+
+def _structure_problems(
+    entries: list[tuple[int, str, str | None]], file: str, lines: dict[Path_, int]
+) -> list[Problem]:
     problems: list[Problem] = []
     seen: dict[str, int] = {}
-    for i, a in enumerate(org.agents):
-        if a.id in seen:
-            first = lines.get(("agents", seen[a.id], "id"))
+    for i, agent_id, _ in entries:
+        if agent_id in seen:
+            first = lines.get(("agents", seen[agent_id], "id"))
             problems.append(
                 Problem(
                     file,
                     lines.get(("agents", i, "id")),
                     f"agents[{i}].id",
-                    f"duplicate agent id {a.id!r} (first defined at line {first})",
+                    f"duplicate agent id {agent_id!r} (first defined at line {first})",
                 )
             )
         else:
-            seen[a.id] = i
+            seen[agent_id] = i
     known = sorted(seen)
-    for i, a in enumerate(org.agents):
-        if a.reports_to is None:
+    for i, agent_id, boss in entries:
+        if boss is None:
             continue
-        if a.reports_to == a.id:
+        if boss == agent_id:
             problems.append(
                 Problem(
                     file,
                     lines.get(("agents", i, "reports_to")),
                     f"agents[{i}].reports_to",
-                    f"{a.id!r} cannot report to itself",
+                    f"{agent_id!r} cannot report to itself",
                 )
             )
-        elif a.reports_to not in seen:
+        elif boss not in seen:
             problems.append(
                 Problem(
                     file,
                     lines.get(("agents", i, "reports_to")),
                     f"agents[{i}].reports_to",
-                    f"{a.reports_to!r} names no agent (known: {', '.join(known)})",
+                    f"{boss!r} names no agent (known: {', '.join(known)})",
                 )
             )
     if problems:
         return problems
     # Cycles: follow reports_to from each agent; a walk that revisits an agent is a loop.
-    index = {a.id: i for i, a in enumerate(org.agents)}
+    boss_of = {agent_id: boss for _, agent_id, boss in entries}
     reported: set[frozenset[str]] = set()
-    for a in org.agents:
+    for _, agent_id, _ in entries:
         path: list[str] = []
-        cur: str | None = a.id
+        cur: str | None = agent_id
         while cur is not None and cur not in path:
             path.append(cur)
-            cur = org.agent(cur).reports_to
+            cur = boss_of.get(cur)
         if cur is not None:
             loop = path[path.index(cur) :]
             if frozenset(loop) in reported:
                 continue
             reported.add(frozenset(loop))
-            i = index[loop[0]]
+            i = seen[loop[0]]
             problems.append(
                 Problem(
                     file,
@@ -320,15 +338,6 @@ def _structure_problems(org: OrgChart, file: str, lines: dict[Path_, int]) -> li
                     "reporting cycle: " + " → ".join([*loop, loop[0]]),
                 )
             )
-    if not problems and not org.roots():
-        problems.append(
-            Problem(
-                file,
-                lines.get(("agents",)),
-                "agents",
-                "no top agent: every agent reports to someone",
-            )
-        )
     return problems
 
 
@@ -353,13 +362,14 @@ def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
     lines = _line_map(node)
     problems = _dup_keys(node, file)
     try:
-        org = OrgChart.model_validate(data)
+        org: OrgChart | None = OrgChart.model_validate(data)
     except ValidationError as err:
+        org = None
         problems.extend(_pydantic_problems(err, file, lines))
-        raise OrgChartError(problems) from None
-    problems.extend(_structure_problems(org, file, lines))
-    if problems:
-        raise OrgChartError(problems)
+    # Who reports to whom is checked on the raw entries too, so one run reports it all.
+    problems.extend(_structure_problems(_reporting_lines(data), file, lines))
+    if problems or org is None:
+        raise OrgChartError(sorted(problems, key=lambda p: (p.line or 0, p.field)))
     org._lines = lines
     org._file = file
     return org

@@ -21,6 +21,7 @@ from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, Workspace
 from firm.org import AgentSpec, OrgChart
 from firm.store.base import NewTask, Store
 from firm.tasks import Outcome, Priority, Status, Task
+from firm.tools.builtin import COMPLETE
 from firm.tools.registry import ToolContext, ToolDef
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class Session(ToolContext):
         brief: str,
         cancel_event: threading.Event,
         worker_id: str,
-        on_delegate: Callable[[Task], None] | None = None,
+        revoke: Callable[[str, str, str], object] | None = None,
     ):
         self.store = store
         self.company = company
@@ -70,7 +71,9 @@ class Session(ToolContext):
         self.worker_id = worker_id
         self.workspace = company.workspace
         self._cancel = cancel_event
-        self._on_delegate = on_delegate
+        # How this session revokes (on_denial: revoke): the engine's path signals running
+        # sessions and signs a checkpoint; the store's alone is the fallback.
+        self._revoke = revoke or (lambda task_id, reason, by: store.revoke(task_id, reason, by))
         self.outcome: Outcome | None = None
         self.delegated: list[str] = []
         self.files_written: list[str] = []
@@ -333,10 +336,10 @@ class Session(ToolContext):
         }
         self._write_events([("tool_denied", self.task.id, self.agent_id, data)])
         if denial.code != "revoked" and self.company.on_denial(self.task, denial):
-            self.store.revoke(
+            self._revoke(
                 self.task.id,
                 f"{denial.code} on {tool.name} (on_denial: revoke)",
-                by="policy",
+                "policy",
             )
 
     # --- ToolContext: what the built-in tools do -----------------------------------------
@@ -410,8 +413,6 @@ class Session(ToolContext):
         self._deferred = []
         if result.task.id not in self.delegated:
             self.delegated.append(result.task.id)
-        if self._on_delegate is not None:
-            self._on_delegate(result.task)
         return result.task.id
 
     def complete(self, result: str, files: list[str] | None) -> str:
@@ -465,6 +466,12 @@ class Session(ToolContext):
             return Outcome.yielded()
         text = (final_text or self.last_text or "").strip()
         if text:
+            # Ending with a message is completing the task: it needs the authority that
+            # complete_task would (not expired, not revoked).
+            standing, _ = self.standing()
+            denial = self.company.check(standing, COMPLETE, {"result": text}, frozenset())
+            if denial is not None:
+                return Outcome.failed(f"{denial.code}: {denial.reason}")
             return Outcome.done(text, self.files_written)
         return Outcome.failed(f"{self.agent_id} ended its session without a result")
 

@@ -251,3 +251,52 @@ def test_calls_of_a_session_cut_off_by_a_cancel_are_logged_and_the_bundle_verifi
         assert firm.task(root.id).status == "cancelled"
         report = verify_bundle(firm.export_audit(root.id), firm.audit_key().public)
         assert report.verified, [c.line() for c in report.checks]
+
+
+def test_an_allowed_call_after_expiry_fails_containment(tmp_path: Path) -> None:
+    import threading
+
+    from firm.session import Session
+    from tests.authority.scripted import ScriptedBrain, open_firm, write_company
+
+    org = "company: Brief Co\nagents:\n  - {id: ceo, name: Ava, title: CEO}\n"
+    company = write_company(tmp_path / "co", org)
+    go_on = threading.Event()
+    started = threading.Event()
+
+    def ceo(session: Session) -> None:
+        session.call("files.write", {"path": "a.md", "content": "in time"})
+        started.set()
+        assert go_on.wait(30)
+        session.call("fail_task", {"reason": "out of time"})  # giving up is always allowed
+
+    with open_firm(tmp_path, ScriptedBrain({"ceo": ceo})) as firm:
+        root = firm.submit(
+            company.org_path, "Quick", workspace=company.folder / "ws", grant={"ttl": 0.3}
+        )
+        firm.engine.start()
+        assert started.wait(30)
+        time.sleep(0.5)  # past the run's expiry
+        store = firm.store
+        store.append_events([(  # what an engine that skipped the expiry check would log
+            "tool_call", root.id, "ceo",
+            {"tool": "files.write", "allowed": True, "ok": True,
+             "checked_seq": store.last_seq(), "checked_at": round(time.time(), 6)},
+        )])  # fmt: skip
+        go_on.set()
+        firm.run_until(root.id, timeout=30)
+        report = verify_bundle(firm.export_audit(root.id), firm.audit_key().public)
+    assert report.check("integrity").verdict == "PASS"
+    containment = report.check("containment")
+    assert containment.verdict == "FAIL" and "after its grant expired" in containment.detail
+
+
+def test_threads_making_the_key_at_once_agree_on_one(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from firm.audit.keys import load_or_create_key
+
+    with ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(lambda _: load_or_create_key(tmp_path / "keys"), range(16)))
+    assert len({k.public_text for k in keys}) == 1
+    assert not [p for p in (tmp_path / "keys").iterdir() if p.name.endswith(".tmp")]

@@ -18,7 +18,7 @@ from firm.session import Session, ToolResult
 from firm.tasks import Task
 
 Step = tuple[str, dict[str, Any]]
-Script = list[Step] | Callable[[Session], None]
+Script = list[Step] | Callable[[Session], str | None]
 
 
 @dataclass
@@ -44,7 +44,9 @@ class ScriptedBrain:
             return None
         script = self.scripts.get(session.agent_id, [])
         if callable(script):
-            script(session)
+            said = script(session)
+            if isinstance(said, str):
+                return said  # ends the session with a message, as a model's last text does
         else:
             for tool, args in script:
                 self.call(session, tool, args)

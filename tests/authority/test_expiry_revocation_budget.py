@@ -55,6 +55,22 @@ def test_calls_after_the_grant_expires_are_denied(tmp_path: Path) -> None:
         assert task_of(firm, "cto").status == Status.FAILED
 
 
+def test_an_expired_session_cannot_end_done_with_its_last_message(tmp_path: Path) -> None:
+    company = write_company(tmp_path / "co", TEAM)
+
+    def late(session: Session) -> str:
+        time.sleep(0.4)  # outlive the 0.2 s the delegation allowed
+        denied = brain.call(session, "complete_task", {"result": "late"})
+        assert denied.denied is not None and denied.denied.code == "expired"
+        return "late anyway"  # ending with a message is completing: it is refused too
+
+    brain = ScriptedBrain({"ceo": [delegate("cto", "Quick", ttl=0.2)], "cto": late})
+    with open_firm(tmp_path, brain) as firm:
+        run_company(firm, company)
+        cto = task_of(firm, "cto")
+        assert cto.status == Status.FAILED and (cto.error or "").startswith("expired:")
+
+
 def standing(lineage: tuple[Link, ...], grant: Grant, now: float) -> Standing:
     return Standing("T-child", "dev", grant, lineage, None, checked_seq=1, checked_at=now)
 

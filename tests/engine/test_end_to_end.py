@@ -93,3 +93,29 @@ def test_activity_log_has_increasing_sequence_and_every_kind(
     } <= kinds
     delegated = [e for e in events if e.kind == "delegated"]
     assert {e.data["to"] for e in delegated} == {"cto", "cmo", "gabriel", "hana", "maya", "omar"}
+
+
+def test_a_session_that_ends_without_completing_has_its_last_message_as_result(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    from firm.session import Session
+    from tests.engine.conftest import ScriptedBrain
+
+    def chatty(session: Session) -> str:
+        session.call("files.write", {"path": "notes.md", "content": "notes"})
+        return "Here is what I found: three options, the second is best."
+
+    def silent(session: Session) -> None:
+        return None
+
+    brain = ScriptedBrain({"gabriel": chatty, "hana": silent})
+    with Engine(store, heartbeat=0.2, brain=brain) as engine:
+        said = engine.submit(three_levels, "Look into it", to="gabriel", workspace=tmp_path / "w")
+        mute = engine.submit(three_levels, "Look into it", to="hana", workspace=tmp_path / "w")
+        said_done = engine.run_until(said.id, timeout=30)
+        mute_done = engine.run_until(mute.id, timeout=30)
+    assert said_done.status == Status.DONE
+    assert said_done.result == "Here is what I found: three options, the second is best."
+    assert said_done.files == ("notes.md",)  # what the session wrote goes with it
+    assert mute_done.status == Status.FAILED
+    assert mute_done.error == "hana ended its session without a result"

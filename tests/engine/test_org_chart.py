@@ -212,3 +212,29 @@ def test_cli_reports_org_errors_in_one_line_each_with_exit_2(tmp_path: Path) -> 
     assert "error: bad.yaml:4: agents[1].extra: unknown key 'extra'" in proc.stderr
     missing = firm_cli("run", "nope.yaml", "Do it", cwd=tmp_path)
     assert missing.returncode == 2 and "nope.yaml: no such file" in missing.stderr
+
+
+def test_field_problems_and_structure_problems_come_out_together(tmp_path: Path) -> None:
+    found = problems_for(
+        tmp_path,
+        "company: A\n"
+        "agents:\n"
+        "  - {id: ceo, name: A, title: CEO, colour: red}\n"
+        "  - {id: cto, name: B, title: CTO, reports_to: nobody}\n"
+        "  - {id: cto, name: C, title: '', reports_to: ceo}\n",
+    )
+    text = "\n".join(found)
+    assert ":3: agents[0].colour: unknown key 'colour'" in text
+    assert ":4: agents[1].reports_to: 'nobody' names no agent" in text
+    assert ":5: agents[2].id: duplicate agent id 'cto'" in text
+    assert ":5: agents[2].title: String should have at least 1 character" in text
+    assert [int(p.split(":")[1]) for p in found] == sorted(int(p.split(":")[1]) for p in found)
+
+
+def test_nan_and_infinity_are_not_values(tmp_path: Path) -> None:
+    found = problems_for(
+        tmp_path,
+        "company: A\nagents:\n"
+        "  - {id: a, name: A, title: T, limits: {max_rows: .inf}, ttl: .nan}\n",
+    )
+    assert len(found) == 2 and all("finite number" in p for p in found)

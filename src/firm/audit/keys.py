@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,8 +105,9 @@ def _write_new(path: Path, data: bytes, mode: int) -> bool:
     Written to a private temporary file and hard-linked into place, so a reader never sees a
     half-written key and two processes making a key at once agree on one.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    # A name of its own per attempt: threads of one process share the pid.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         os.fchmod(fd, mode)
         os.write(fd, data)

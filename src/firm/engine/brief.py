@@ -43,7 +43,11 @@ def build_brief(task: Task, org: OrgChart, subtasks: list[Task]) -> str:
         parts.append("Your reports have finished the subtasks you delegated:")
         parts.extend(describe_subtask(t) for t in earlier)
         if current_turn:
-            parts.append("Still open:")
+            # Only a session re-run after an interruption sees open subtasks on waking.
+            parts.append(
+                "Already delegated in this turn, still open (before an interruption); do not "
+                "hand the same work out again:"
+            )
             parts.extend(describe_subtask(t) for t in current_turn)
         parts.append(
             "Merge these results into your own deliverable and finish with "

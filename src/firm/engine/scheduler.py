@@ -87,6 +87,13 @@ def resolve_workspace(org: OrgChart, workspace: str | Path | None = None) -> Pat
     return ws.resolve()
 
 
+def _absolute_source(source: str) -> str:
+    """The chart's file as an absolute path, so a resume from another folder (or machine
+    with the same layout) finds the tool modules named relative to it."""
+    path = Path(source)
+    return str(path.resolve()) if path.is_file() else source
+
+
 class Engine:
     """Runs the sessions of every open task in a store."""
 
@@ -169,7 +176,7 @@ class Engine:
         title = first_line if len(first_line) <= 200 else first_line[:197] + "…"
         run = RunSpec(
             org_yaml=org_yaml or org.to_yaml(),
-            org_source=org.source,
+            org_source=_absolute_source(org.source),
             brain=brain,
             brain_options=dict(brain_options or {}),
             workspace=str(ws),
@@ -451,6 +458,7 @@ class Engine:
                 brief=build_brief(task, company.org, subtasks),
                 cancel_event=cancel,
                 worker_id=self.worker_id,
+                revoke=self.revoke,
             )
             text = company.brain.run(session)
             stopping = cancel.is_set() and self._stop.is_set()

@@ -144,7 +144,9 @@ def _args_model(name: str, fn: Callable[..., Any]) -> tuple[type[BaseModel], str
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (hint, default)
     model = create_model(  # type: ignore[call-overload]
-        f"{name.replace('.', '_')}_args", __config__=ConfigDict(extra="forbid"), **fields
+        f"{name.replace('.', '_')}_args",
+        __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
+        **fields,
     )
     return model, context_param
 
