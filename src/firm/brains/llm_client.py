@@ -36,10 +36,20 @@ STORE_POLL = 1.0  # seconds between looks at the store (cancellation from anothe
 class ModelCallError(Exception):
     """A model call that failed for good: the message is for the task's reason and the user."""
 
-    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        transient: bool,
+        retry_after: float | None = None,
+        status: int | None = None,
+        provider_message: str | None = None,
+    ):
         super().__init__(message)
         self.transient = transient
         self.retry_after = retry_after
+        self.status = status  # the HTTP status the API answered, when it answered one
+        self.provider_message = provider_message
 
 
 @dataclass
@@ -148,6 +158,8 @@ def classify(exc: BaseException, endpoint: Endpoint, model: str) -> ModelCallErr
         return ModelCallError(
             f"the model API at {where} rejected the request ({code}: {message})",
             transient=False,
+            status=code,
+            provider_message=message,
         )
     if isinstance(exc, openai.APIError):  # e.g. an error event in the middle of a stream
         return ModelCallError(f"the model API failed: {exc.message}", transient=True)

@@ -12,7 +12,6 @@ firm judges the answer the same way whatever the server enforces.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
     from firm.session import Session
     from firm.store.base import Store
 
-# A rejected request, as the LLM brain's client words it: "... rejected the request (400: msg)".
-_REJECTED = re.compile(r"rejected the request \((\d{3}): (.*)\)\s*$", re.DOTALL)
 _ABOUT_FORMAT = (
     "response_format",
     "response format",
@@ -48,12 +45,9 @@ def weaker(mode: str) -> str | None:
 
 def rejects_format(err: ModelCallError) -> bool:
     """True for a permanent 400 (or 422) whose message is about the response format."""
-    if err.transient:
+    if err.transient or err.status not in (400, 422):
         return False
-    found = _REJECTED.search(str(err))
-    if found is None or found.group(1) not in ("400", "422"):
-        return False
-    message = found.group(2).casefold()
+    message = (err.provider_message or str(err)).casefold()
     return any(word in message for word in _ABOUT_FORMAT)
 
 
