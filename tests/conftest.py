@@ -13,6 +13,7 @@ import pytest
 
 from firm.org import OrgChart, parse_org
 from firm.store import SqlStore, open_store
+from tests.postgres.pgcluster import PgServer, PostgresUnavailable
 
 THREE_LEVELS = """\
 company: Test Co
@@ -28,9 +29,32 @@ agents:
 """
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A throwaway PostgreSQL cluster on loopback, started once, only if a test needs it."""
+    try:
+        server = PgServer()
+    except PostgresUnavailable as exc:
+        pytest.fail(f"cannot start PostgreSQL for the tests: {exc}")
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqlStore]:
-    s = open_store(tmp_path / "state" / "firm.db")
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test."""
+    url = pg_server.create_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
+    """One store fixture over both backends: a test that takes it runs on each."""
+    if request.param == "sqlite":
+        s = open_store(tmp_path / "state" / "firm.db")
+    else:
+        s = open_store(request.getfixturevalue("pg_url"))
     yield s
     s.close()
 

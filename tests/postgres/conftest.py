@@ -1,4 +1,5 @@
-"""Fixtures for running the store against both backends.
+"""Fixtures for running the store against both backends (pg_server and pg_url come from the
+root conftest, which also gives every test that takes `store` both backends).
 
 `any_store` is one store fixture parametrized over SQLite and PostgreSQL: a test that takes it
 runs twice. The PostgreSQL server is started once per test session (see pgcluster.py); each test
@@ -15,27 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from pgcluster import PgServer, PostgresUnavailable
-
 from firm.store import SqlStore, open_store
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    try:
-        server = PgServer()
-    except PostgresUnavailable as exc:
-        pytest.fail(f"cannot start PostgreSQL for the tests: {exc}")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def pg_url(pg_server: PgServer) -> Iterator[str]:
-    """A fresh, migrated PostgreSQL database for one test."""
-    url = pg_server.create_database()
-    yield url
-    pg_server.drop_database(url)
 
 
 @pytest.fixture
