@@ -20,6 +20,7 @@ from firm.cli.options import (
     SimFailOption,
     SimFailRateOption,
     SimLatencyOption,
+    SimLingerOption,
     TemperatureOption,
     WorkspaceOption,
     brain_options,
@@ -33,6 +34,7 @@ def serve(
     workspace: WorkspaceOption = None,
     max_concurrent: MaxConcurrentOption = None,
     sim_latency: SimLatencyOption = 0.0,
+    sim_linger: SimLingerOption = 0.0,
     sim_fail: SimFailOption = None,
     sim_fail_rate: SimFailRateOption = 0.0,
     seed: SeedOption = 0,
@@ -67,6 +69,7 @@ def serve(
         brain_options=brain_options(
             brain,
             sim_latency=sim_latency,
+            sim_linger=sim_linger,
             sim_fail=sim_fail,
             sim_fail_rate=sim_fail_rate,
             seed=seed,

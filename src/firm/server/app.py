@@ -92,7 +92,7 @@ def _install_docs(app: FastAPI, office: Office) -> None:
     """The OpenAPI schema and its docs page. The schema names the company and its agents, so
     it is a read like any other: off loopback it needs the token. The docs page itself holds
     nothing (docs.js fetches the schema with the office page's token, or asks for one), and
-    Swagger UI's assets come from the swagger-ui-bundle package rather than a CDN: the office
+    Swagger UI's assets come from the swagger-ui-bundle-v2 package rather than a CDN: the office
     must work on a machine with no way out."""
     from swagger_ui_bundle import swagger_ui_path
 

@@ -29,30 +29,6 @@ function tokenFromAddress() {
   return decodeURIComponent(match[1]);
 }
 
-// The Swagger UI that ships in the swagger-ui-bundle package (4.x) renders OpenAPI 3.0 only,
-// and FastAPI writes 3.1. The two differ here only in how a schema says "or null", so the page
-// shows the 3.0 spelling: {anyOf: [X, {type: "null"}]} becomes X with nullable: true.
-function forSwaggerUi(spec) {
-  const convert = (node) => {
-    if (Array.isArray(node)) return node.map(convert);
-    if (node === null || typeof node !== "object") return node;
-    const out = {};
-    for (const [key, value] of Object.entries(node)) out[key] = convert(value);
-    const options = Array.isArray(out.anyOf) ? out.anyOf : null;
-    if (options && options.some((o) => o?.type === "null")) {
-      const rest = options.filter((o) => o?.type !== "null");
-      delete out.anyOf;
-      Object.assign(out, rest.length === 1 ? { ...rest[0], ...out } : { anyOf: rest, ...out });
-      out.nullable = true;
-    }
-    if (Array.isArray(out.examples) && out.example === undefined && !("paths" in out)) {
-      out.example = out.examples[0];
-    }
-    return out;
-  };
-  return { ...convert(spec), openapi: "3.0.3" };
-}
-
 function ask(reason) {
   $("token-reason").textContent = reason;
   $("token-form").hidden = false;
@@ -80,11 +56,11 @@ async function open(token) {
   $("token-form").hidden = true;
   document.title = `${spec.info.title} · API`;
   const ui = window.SwaggerUIBundle({
-    spec: forSwaggerUi(spec),
+    spec,
     dom_id: "#swagger-ui",
     deepLinking: true,
     layout: "BaseLayout",
-    presets: [window.SwaggerUIBundle.presets.apis, window.SwaggerUIBundle.SwaggerUIStandalonePreset],
+    presets: [window.SwaggerUIBundle.presets.apis],
   });
   if (token) ui.preauthorizeApiKey("HTTPBearer", token);
 }
