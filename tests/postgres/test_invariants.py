@@ -384,6 +384,31 @@ def test_the_company_wide_cap_holds_across_workers(any_store, open_any):
             any_store.settle(t.id, t.worker_id, done())
 
 
+def test_the_cap_stored_in_the_store_binds_every_engine_that_has_none_of_its_own(
+    any_store, open_any
+):
+    for i in range(20):
+        new_root(any_store, f"goal {i}")
+    any_store.set_max_running(4)  # what `firm db limit 4` does
+    stores = [open_any() for _ in range(6)]
+    barrier = threading.Barrier(6)
+
+    def go(store: SqlStore, name: str) -> None:
+        barrier.wait()
+        store.claim(name, 3, 30)  # no cap passed: the store's own applies
+
+    threads = [threading.Thread(target=go, args=(s, f"w{i}")) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(any_store.list_tasks(status="in_progress")) == 4
+    assert any_store.claim("explicit", 3, 30, global_limit=6) != []  # a worker's own wins
+    any_store.set_max_running(None)
+    assert len(any_store.claim("free", 20, 30)) == 20 - 4 - 2
+    assert any_store.max_running() is None
+
+
 # --- watching --------------------------------------------------------------------------------
 
 

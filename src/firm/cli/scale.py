@@ -47,10 +47,39 @@ from firm.store import open_store
 
 db_app = typer.Typer(
     name="db",
-    help="Manage the store's schema.",
+    help="Manage the store: its schema, its cap on running sessions.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
+
+
+@db_app.command("limit")
+def db_limit(
+    limit: Annotated[
+        int | None,
+        typer.Argument(min=1, help="Sessions running at once across every worker, at most."),
+    ] = None,
+    off: Annotated[bool, typer.Option("--off", help="Lift the cap.")] = False,
+    db: DbOption = None,
+    json_mode: JsonOption = False,
+) -> None:
+    """Show or set the store-wide cap on running sessions. Every engine on this store —
+    `firm worker`s on any machine, `firm serve`, `firm run` — respects it; a worker's own
+    --global-limit overrides it for that worker."""
+    if limit is not None and off:
+        raise typer.BadParameter("give a number or --off, not both")
+    store = open_store(db)
+    try:
+        if limit is not None or off:
+            store.set_max_running(None if off else limit)
+        current = store.max_running()
+    finally:
+        store.close()
+    if json_mode:
+        print_json({"store": store.safe_url, "max_running": current})
+    else:
+        shown = "no cap" if current is None else f"at most {current} running sessions"
+        console.print(f"{store.safe_url}: {shown}", soft_wrap=True, markup=False)
 
 
 @db_app.command("upgrade")

@@ -124,6 +124,7 @@ CLAIM = (
     .returning(*T.c)
 )
 RUNNING_COUNT = select(func.count()).select_from(T).where(T.c.status == str(Status.IN_PROGRESS))
+MAX_RUNNING = select(schema.meta.c.value).where(schema.meta.c.key == "max_running")
 
 # --- the chain -----------------------------------------------------------------------------
 

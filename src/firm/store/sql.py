@@ -25,6 +25,7 @@ from sqlalchemy import (
     Connection,
     case,
     create_engine,
+    delete,
     event,
     exists,
     false,
@@ -676,6 +677,9 @@ class SqlStore:
         if limit <= 0:
             return []
         with self._write() as tx:
+            if global_limit is None:  # the store's own cap (firm db limit), if one is set
+                stored = tx.conn.execute(Q.MAX_RUNNING).scalar()
+                global_limit = int(stored) if stored is not None else None
             if global_limit is not None:
                 if tx.locking:
                     # Counting then claiming is a read-then-write: capped claims take turns so
@@ -883,6 +887,25 @@ class SqlStore:
             for tid, assignee in woke:
                 tx.emit("woken", tid, assignee, recovered=True)
         return {"requeued": [r[0] for r in requeued], "woken": [w[0] for w in woke]}
+
+    @retrying
+    def max_running(self) -> int | None:
+        """The cap on sessions running at once across every worker of this store, if set."""
+        with self._read() as conn:
+            value = conn.execute(Q.MAX_RUNNING).scalar()
+        return int(value) if value is not None else None
+
+    @retrying
+    def set_max_running(self, limit: int | None) -> None:
+        """Set (or, with None, lift) the store-wide cap every engine's claims respect."""
+        if limit is not None and limit < 1:
+            raise StoreError("the cap on running sessions must be at least 1")
+        with self._write() as tx:
+            meta = schema.meta
+            tx.conn.execute(delete(meta).where(meta.c.key == "max_running"))
+            if limit is not None:
+                tx.conn.execute(insert(meta).values(key="max_running", value=str(limit)))
+            tx.emit("setting", None, None, max_running=limit)
 
     @retrying
     def renew_leases(
