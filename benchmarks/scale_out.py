@@ -1,4 +1,5 @@
-"""Scale-out figures: companies of 1, 10, 100 and 1,000 agents with a 20 ms simulated turn,
+"""Scale-out figures: companies of 1, 10, 100 and 1,000 agents, and the 1 → 10 → 100 → 1,000
+tree (1,111 agents, as engine_throughput.py builds it), with a 20 ms simulated turn,
 first on SQLite (one engine in this process), then on PostgreSQL with 1, 2 and 4 worker
 processes (`python -m firm worker`).
 
@@ -41,8 +42,14 @@ SLOTS = 16  # sessions per worker (--per-worker)
 TODO_KINDS = {"created", "delegated", "woken", "requeued"}
 
 
+TREE = 1111  # the size that means the 1 → 10 → 100 → 1,000 tree of engine_throughput.py
+
+
 def company(n: int) -> str:
-    """n agents: a CEO with up to nine reports, every other manager with up to ten."""
+    """n agents: a CEO with up to nine reports, every other manager with up to ten — or, for
+    "tree" (1,111), the four-level company with ten reports per manager."""
+    if n == TREE:
+        return tree_company()
     lines = ["company: Bench Co", "max_concurrent: 16", "agents:"]
     lines.append("  - {id: a0, name: A0, title: Chief Executive Officer}")
     made, queue = 1, [0]
@@ -56,6 +63,22 @@ def company(n: int) -> str:
             )
             queue.append(made)
             made += 1
+    return "\n".join(lines) + "\n"
+
+
+def tree_company() -> str:
+    lines = ["company: Bench Co", "max_concurrent: 16", "agents:"]
+    lines.append("  - {id: a, name: A, title: Chief Executive Officer}")
+    level = ["a"]
+    for depth in range(3):
+        title = "Backend Engineer" if depth == 2 else "Engineering Manager"
+        nxt = []
+        for boss in level:
+            for i in range(10):
+                aid = f"{boss}-{i}"
+                lines.append(f"  - {{id: {aid}, name: {aid}, title: {title}, reports_to: {boss}}}")
+                nxt.append(aid)
+        level = nxt
     return "\n".join(lines) + "\n"
 
 
@@ -183,7 +206,11 @@ def run_postgres(server, size: int, workers: int, work: Path) -> float:  # type:
 def main() -> None:
     global TURN, SLOTS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1,10,100,1000")
+    parser.add_argument(
+        "--sizes",
+        default="1,10,100,1000,tree",
+        help="agents per company; 'tree' is the 1 → 10 → 100 → 1,000 company (1,111 agents)",
+    )
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--pg-url", help="an existing server to make databases on")
     parser.add_argument("--skip-sqlite", action="store_true")
@@ -191,7 +218,7 @@ def main() -> None:
     parser.add_argument("--per-worker", type=int, default=SLOTS, help="sessions per worker")
     args = parser.parse_args()
     TURN, SLOTS = args.turn, args.per_worker
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [TREE if s == "tree" else int(s) for s in args.sizes.split(",")]
     counts = [int(w) for w in args.workers.split(",")]
     work = Path(tempfile.mkdtemp(prefix="firm-bench-"))
     print(f"{TURN * 1000:.0f} ms per simulated turn; {os.cpu_count()} CPUs\n", flush=True)
