@@ -41,6 +41,9 @@ class LLMConfig(_Strict):
     base_url: ShortText | None = None
     api_key_env: ShortText | None = None
     timeout: Annotated[float, Field(gt=0, le=3600)] | None = None
+    # Send tool schemas as strict JSON schemas (OpenAI and compatible servers that support it
+    # then guarantee arguments match); off by default, as many local servers reject it.
+    strict_tools: bool | None = None
 
     def merged(self, override: LLMConfig | None) -> LLMConfig:
         if override is None:

@@ -106,6 +106,31 @@ def test_strict_tools_when_asked(
     assert delegate_fn is not None and "strict" not in delegate_fn
 
 
+def test_strict_tools_can_be_asked_for_in_the_org_chart(
+    org_factory: Callable[[str], OrgChart],
+    model: ScriptedModel,
+    server: ModelServer,
+    run_llm: Runner,
+) -> None:
+    org = org_factory(
+        """\
+        company: Test Co
+        llm: {strict_tools: true}
+        agents:
+          - {id: cto, name: Ben, title: CTO}
+          - {id: gabriel, name: Gabriel, title: Engineer, reports_to: cto,
+             llm: {strict_tools: false}}
+        """
+    )
+    _manager_script_one(model)
+    run_llm(org, to="cto")
+    strict = {
+        r.headers["x-firm-agent"]: r.request.tool("complete_task").get("strict")  # type: ignore[union-attr]
+        for r in server.requests
+    }
+    assert strict == {"cto": True, "gabriel": None}  # the agent's own setting wins
+
+
 def test_the_brief_lists_the_subtask_results(
     three_levels: OrgChart, model: ScriptedModel, server: ModelServer, run_llm: Runner
 ) -> None:

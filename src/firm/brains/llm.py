@@ -59,7 +59,7 @@ class LLMBrain:
     default_model: str | None = None
     default_base_url: str | None = None
     stream: bool = True
-    strict_tools: bool = False
+    strict_tools: bool | None = None  # None: the chart's llm.strict_tools, else off
     max_tokens_param: str = "max_tokens"
     max_retries: int = 4
     backoff: float = 1.0
@@ -164,7 +164,7 @@ class LLMBrain:
             max_tokens=pick("max_tokens", None),
             max_tokens_param=self.max_tokens_param,
             stream=self.stream,
-            strict_tools=self.strict_tools,
+            strict_tools=bool(pick("strict_tools", False)),
         )
         return AgentSettings(loop=loop, endpoint=endpoint)
 
