@@ -34,14 +34,11 @@ from sqlalchemy import (
     literal,
     or_,
     select,
-    text,
     true,
     update,
 )
-from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from firm.audit.chain import canonical_json, entry_hash
 from firm.errors import StoreError, TaskNotFound, TaskNotHeld
 from firm.store import migrate, notify, schema
 from firm.store import queries as Q
@@ -56,7 +53,9 @@ from firm.store.base import (
 )
 from firm.store.notify import PgListener, SignalListener, StoreSignal
 from firm.store.retry import RetryPolicy, retrying
-from firm.tasks import OPEN, Outcome, Priority, Status, Task, new_task_id, normalise_title
+from firm.store.rows import event_from_row, task_from_row
+from firm.store.transaction import DbClock, Tx
+from firm.tasks import OPEN, Outcome, Status, Task, new_task_id, normalise_title
 
 log = logging.getLogger("firm.store")
 
@@ -64,44 +63,6 @@ T = schema.tasks
 E = schema.events
 OPEN_VALUES = [str(s) for s in OPEN]
 _CLAIM_LOCK = 0x6669726D01  # the advisory lock capped claims take turns under (PostgreSQL)
-
-
-def _now() -> float:
-    return round(time.time(), 6)
-
-
-def _task(row: Row[Any]) -> Task:
-    m = row._mapping
-    return Task(
-        id=m["id"],
-        root_id=m["root_id"],
-        parent_id=m["parent_id"],
-        title=m["title"],
-        description=m["description"],
-        status=Status(m["status"]),
-        assignee=m["assignee"],
-        created_by=m["created_by"],
-        priority=Priority(m["priority"]),
-        language=m["language"],
-        result=m["result"],
-        files=tuple(json.loads(m["files"] or "[]")),
-        error=m["error"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        started_at=m["started_at"],
-        finished_at=m["finished_at"],
-        turn=m["turn"],
-        attempts=m["attempts"],
-        grant=json.loads(m["grant"]) if m["grant"] else None,
-        revoked=bool(m["revoked"]),
-        worker_id=m["worker_id"],
-        lease_expires_at=m["lease_expires_at"],
-        usage={
-            "calls": m["calls"],
-            "prompt_tokens": m["prompt_tokens"],
-            "completion_tokens": m["completion_tokens"],
-        },
-    )
 
 
 def _requeue_reason(
@@ -119,96 +80,6 @@ def _requeue_reason(
         f"worker {worker} lost its lease (expired{late}: the worker died, hung or lost the "
         f"database); {rerun}",
     )
-
-
-def _event(row: Row[Any]) -> Event:
-    m = row._mapping
-    return Event(
-        seq=m["seq"],
-        ts=m["ts"],
-        kind=m["kind"],
-        task_id=m["task_id"],
-        agent=m["agent"],
-        data=json.loads(m["data"]),
-        prev_hash=m["prev_hash"],
-        hash=m["hash"],
-    )
-
-
-class _Tx:
-    """A write transaction plus the events it will append when it commits."""
-
-    def __init__(self, conn: Connection, locking: bool, now: float):
-        self.conn = conn
-        self.locking = locking  # explicit row locks (PostgreSQL); SQLite holds the db lock
-        self.now = now
-        self.pending: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
-        self.appended: list[Event] = []
-
-    def emit(
-        self, kind: str, task: Task | str | None, agent: str | None = None, **data: Any
-    ) -> None:
-        if isinstance(task, Task):
-            task_id, agent = task.id, agent or task.assignee
-        else:
-            task_id = task
-        self.pending.append((kind, task_id, agent, data))
-
-    def flush(self) -> None:
-        """Append pending events to the chain; called last, so the head lock is held briefly."""
-        if not self.pending:
-            return
-        head = Q.CHAIN_HEAD_FOR_UPDATE if self.locking else Q.CHAIN_HEAD
-        seq, prev = self.conn.execute(head).one()
-        kinds = {kind for kind, *_ in self.pending}
-        rows = []
-        for kind, task_id, agent, data in self.pending:
-            seq += 1
-            data = json.loads(canonical_json(data))  # what is hashed is exactly what is stored
-            h = entry_hash(prev, seq, self.now, kind, task_id, agent, data)
-            rows.append(
-                {
-                    "seq": seq,
-                    "ts": self.now,
-                    "kind": kind,
-                    "task_id": task_id,
-                    "agent": agent,
-                    "data": canonical_json(data),
-                    "prev_hash": prev,
-                    "hash": h,
-                }
-            )
-            self.appended.append(Event(seq, self.now, kind, task_id, agent, data, prev, h))
-            prev = h
-        self.conn.execute(Q.INSERT_EVENTS, rows)
-        if self.locking:  # delivered at commit, in commit order, and only if it commits
-            cancelled = [e.task_id for e in self.appended if e.kind == "cancelled" and e.task_id]
-            note = notify.payload(seq, kinds, cancelled)
-            move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
-            self.conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
-        else:
-            self.conn.execute(Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
-        self.pending.clear()
-
-
-class _DbClock:
-    """Timestamps for writes. On PostgreSQL, the database server's clock: leases are written by
-    one machine and judged by another, so they must not depend on each machine's clock. The
-    offset to the server's clock is measured now and then, not asked for in every transaction."""
-
-    refresh_every = 30.0
-
-    def __init__(self, use_server: bool):
-        self.use_server = use_server
-        self.offset = 0.0
-        self.measured_at = -self.refresh_every
-
-    def now(self, conn: Connection) -> float:
-        if self.use_server and time.monotonic() - self.measured_at > self.refresh_every:
-            server = conn.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar()
-            self.offset = float(server) - time.time()
-            self.measured_at = time.monotonic()
-        return round(time.time() + self.offset, 6)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -277,7 +148,7 @@ class SqlStore:
         self._writer: threading.Lock | contextlib.nullcontext[None] = (
             threading.Lock() if self.dialect == "sqlite" else contextlib.nullcontext()
         )
-        self._clock = _DbClock(self.dialect == "postgresql")
+        self._clock = DbClock(self.dialect == "postgresql")
         if check_schema:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 
@@ -406,14 +277,14 @@ class SqlStore:
                 log.exception("store: a signal listener failed")
 
     @contextmanager
-    def _write(self) -> Iterator[_Tx]:
+    def _write(self) -> Iterator[Tx]:
         # SQLite has one writer. Queue this process's writers on a Python lock, which hands
         # over in microseconds, instead of SQLite's busy handler, which sleeps in steps of
         # milliseconds; the busy timeout is then left for writers in other processes.
         with self._writer, self.engine.connect() as conn:
             conn.execution_options(firm_write=True)
             with conn.begin():
-                tx = _Tx(conn, self._locking, self._clock.now(conn))
+                tx = Tx(conn, self._locking, self._clock.now(conn))
                 yield tx
                 tx.flush()
         if tx.appended:
@@ -433,12 +304,12 @@ class SqlStore:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _lock_task(self, tx: _Tx, task_id: str) -> Task | None:
+    def _lock_task(self, tx: Tx, task_id: str) -> Task | None:
         q = Q.TASK_FOR_UPDATE if tx.locking else Q.TASK
         row = tx.conn.execute(q, {"id": task_id}).first()
-        return _task(row) if row else None
+        return task_from_row(row) if row else None
 
-    def _lock_family(self, tx: _Tx, task_id: str) -> Task:
+    def _lock_family(self, tx: Tx, task_id: str) -> Task:
         """The task, read under the lock order: on PostgreSQL its parent's row is locked
         first (parent before child, everywhere); SQLite's transaction holds the whole file."""
         if tx.locking:
@@ -455,7 +326,7 @@ class SqlStore:
     def _open_children(self, conn: Connection, parent_id: str) -> int:
         return conn.execute(Q.OPEN_CHILDREN, {"id": parent_id}).scalar_one()
 
-    def _wake_if_done(self, tx: _Tx, parent_id: str | None) -> list[str]:
+    def _wake_if_done(self, tx: Tx, parent_id: str | None) -> list[str]:
         """The wake rule: a waiting task whose subtasks are all terminal goes back to todo.
 
         Called inside the transaction that made a subtask terminal, holding the parent's row
@@ -468,7 +339,7 @@ class SqlStore:
             tx.emit("woken", task_id, assignee)
         return [w[0] for w in woke]
 
-    def _lock_subtree(self, tx: _Tx, task_id: str, open_only: bool):  # type: ignore[no-untyped-def]
+    def _lock_subtree(self, tx: Tx, task_id: str, open_only: bool):  # type: ignore[no-untyped-def]
         """Before changing a whole subtree: its parent's row, then (PostgreSQL) the subtree's
         rows top-down — the lock order settle uses. Returns the parent's id and the subtree."""
         head = tx.conn.execute(Q.PARENT_OF, {"id": task_id}).first()
@@ -518,7 +389,7 @@ class SqlStore:
                 row = conn.execute(select(T).where(T.c.id == task_id)).first()
             if row is None or row._mapping["description"] != root.description:
                 raise
-            return _task(row)
+            return task_from_row(row)
 
     def _insert_run(self, run: RunSpec, root: NewTask, task_id: str) -> Task:
         with self._write() as tx:
@@ -550,7 +421,7 @@ class SqlStore:
 
     def _insert_task(
         self,
-        tx: _Tx,
+        tx: Tx,
         task_id: str,
         root_id: str,
         parent_id: str | None,
@@ -587,7 +458,7 @@ class SqlStore:
             "completion_tokens": 0,
         }
         row = tx.conn.execute(Q.INSERT_TASK, {f"p_{k}": v for k, v in values.items()}).one()
-        return _task(row)
+        return task_from_row(row)
 
     @retrying
     def run(self, run_id: str) -> RunSpec:
@@ -640,7 +511,7 @@ class SqlStore:
                     tx.pending.extend(events)  # written whichever way this goes
                     existing = tx.conn.execute(Q.BY_DEDUPE_KEY, {"key": key}).first()
                     if existing is not None:
-                        return DelegateResult(_task(existing), created=False)
+                        return DelegateResult(task_from_row(existing), created=False)
                     if parent.status != Status.IN_PROGRESS:
                         raise TaskNotHeld(
                             f"task {parent_id} is {parent.status}; it can no longer delegate"
@@ -668,7 +539,7 @@ class SqlStore:
                 continue  # lost a race to an identical delegation: read the winner's row
         with self._read() as conn:
             row = conn.execute(select(T).where(T.c.dedupe_key == key)).one()
-        return DelegateResult(_task(row), created=False)
+        return DelegateResult(task_from_row(row), created=False)
 
     @retrying
     def claim(
@@ -703,7 +574,7 @@ class SqlStore:
                 },
             ).all()
             claimed = sorted(
-                (_task(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
+                (task_from_row(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
             )
             for t in claimed:
                 tx.emit("started", t, attempt=t.attempts, turn=t.turn, worker=worker_id)
@@ -736,7 +607,7 @@ class SqlStore:
                     "p_files": json.dumps(list(outcome.files)),
                     "p_now": tx.now,
                 }
-                after = _task(tx.conn.execute(Q.SETTLE_ENDED, ended).one())
+                after = task_from_row(tx.conn.execute(Q.SETTLE_ENDED, ended).one())
                 if status == Status.DONE:
                     tx.emit("completed", task, result=outcome.result, files=list(outcome.files))
                 else:
@@ -746,7 +617,7 @@ class SqlStore:
                 still_open = self._open_children(tx.conn, task_id)
                 status = Status.WAITING if still_open else Status.TODO
                 yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
-                after = _task(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
+                after = task_from_row(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
                 tx.emit("waiting", task, open_subtasks=still_open)
                 if not still_open:  # invariant 2: reports all finished before the turn ended
                     tx.emit("woken", task, immediately=True)
@@ -771,7 +642,7 @@ class SqlStore:
                 )
                 .returning(*T.c)
             ).all()
-            cancelled = [_task(r) for r in rows]
+            cancelled = [task_from_row(r) for r in rows]
             for t in cancelled:
                 tx.emit("cancelled", t, reason=reason, by=by)
             if cancelled:
@@ -802,7 +673,7 @@ class SqlStore:
                 )
                 .returning(*T.c)
             ).all()
-            revoked = [_task(r) for r in rows]
+            revoked = [task_from_row(r) for r in rows]
             for t in revoked:
                 tx.emit("revoked", t, reason=reason, by=by, origin=task_id)
             for t in revoked:  # RETURNING shows new rows: those cancelled now finished now
@@ -982,7 +853,7 @@ class SqlStore:
         if task_ids is not None:
             q = q.where(E.c.task_id.in_(list(task_ids)))
         with self._read() as conn:
-            return [_event(r) for r in conn.execute(q)]
+            return [event_from_row(r) for r in conn.execute(q)]
 
     def wait_for_change(self, after_seq: int, timeout: float) -> bool:
         """Block until the log has an event after after_seq, or timeout; True if it has.
@@ -1040,7 +911,7 @@ class SqlStore:
             row = conn.execute(Q.TASK, {"id": task_id}).first()
         if row is None:
             raise TaskNotFound(task_id)
-        return _task(row)
+        return task_from_row(row)
 
     @retrying
     def status_of(self, task_id: str) -> tuple[Status, bool] | None:
@@ -1066,13 +937,13 @@ class SqlStore:
             rows = conn.execute(Q.LINEAGE, {"task_id": task_id}).all()
         if not rows:
             raise TaskNotFound(task_id)
-        return rows[0]._mapping["head_seq"], [_task(r) for r in rows]
+        return rows[0]._mapping["head_seq"], [task_from_row(r) for r in rows]
 
     @retrying
     def children(self, task_id: str) -> list[Task]:
         with self._read() as conn:
             rows = conn.execute(Q.CHILDREN, {"id": task_id}).all()
-        return [_task(r) for r in rows]
+        return [task_from_row(r) for r in rows]
 
     @retrying
     def subtree(self, task_id: str) -> list[Task]:
@@ -1086,7 +957,7 @@ class SqlStore:
             ).all()
         if not rows:
             raise TaskNotFound(task_id)
-        return [_task(r) for r in rows]
+        return [task_from_row(r) for r in rows]
 
     @retrying
     def ancestors(self, task_id: str) -> list[Task]:
@@ -1101,7 +972,7 @@ class SqlStore:
         )
         with self._read() as conn:
             rows = conn.execute(select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)).all()
-        return [_task(r) for r in rows]
+        return [task_from_row(r) for r in rows]
 
     @retrying
     def list_tasks(
@@ -1122,7 +993,7 @@ class SqlStore:
             q = q.where(T.c.root_id == root_id)
         q = q.order_by(T.c.created_at, T.c.id).limit(limit).offset(offset)
         with self._read() as conn:
-            return [_task(r) for r in conn.execute(q)]
+            return [task_from_row(r) for r in conn.execute(q)]
 
     @retrying
     def counts(self, root_id: str | None = None) -> dict[str, int]:
