@@ -184,6 +184,8 @@ class Session(ToolContext):
         fail_task("budget_exhausted: ..."); a tool call made at or below zero is denied with
         budget_exhausted.
         """
+        if self.grant.budget_tokens is None:
+            return None  # unlimited: nothing to read
         return self._remaining(self.store.get_task(self.task.id))
 
     def _remaining(self, fresh: Task) -> int | None:

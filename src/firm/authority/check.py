@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from firm.authority.grants import Grant, _num
 from firm.authority.scopes import allows
 from firm.org import OrgChart
-from firm.tools.registry import ToolDef
+
+if TYPE_CHECKING:  # a type only: authority sits below the tools it judges
+    from firm.tools.registry import ToolDef
 
 CODES = ("scope_not_granted", "ceiling_exceeded", "expired", "revoked", "budget_exhausted")
 EXEMPT_FROM_EXPIRY = frozenset({"fail_task"})

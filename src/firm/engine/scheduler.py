@@ -139,7 +139,6 @@ class Engine:
         self._unlisten: Callable[[], None] | None = None
         self.checkpoints = Checkpointer(store)
         self.peak_running = 0
-        self.sessions_run = 0
 
     # --- public API ----------------------------------------------------------------------
 
@@ -335,7 +334,7 @@ class Engine:
     def _stop_lost(self) -> None:
         """Signal running sessions whose task is no longer theirs (cancelled, or recovered)."""
         for tid in self.running:
-            state = self.store.status_of(tid)
+            state = self.store.session_state(tid)
             if state is None or state[0] != Status.IN_PROGRESS:
                 self._signal([tid])
 
@@ -425,7 +424,6 @@ class Engine:
             with self._running_lock:
                 self._running.pop(task.id, None)
                 self._settling.discard(task.id)
-                self.sessions_run += 1
                 idle = not self._running
             self._nudge.set()
             if idle:

@@ -24,7 +24,6 @@ TASK = select(T).where(T.c.id == bindparam("id"))
 TASK_FOR_UPDATE = TASK.with_for_update()
 PARENT_OF = select(T.c.parent_id).where(T.c.id == bindparam("id"))
 SESSION_STATE = select(T.c.status, T.c.revoked, T.c.worker_id).where(T.c.id == bindparam("id"))
-STATUS_OF = select(T.c.status, T.c.revoked).where(T.c.id == bindparam("id"))
 BY_DEDUPE_KEY = select(T).where(T.c.dedupe_key == bindparam("key"))
 CHILDREN = select(T).where(T.c.parent_id == bindparam("id")).order_by(T.c.created_at, T.c.id)
 OPEN_CHILDREN = (

@@ -914,12 +914,6 @@ class SqlStore:
         return task_from_row(row)
 
     @retrying
-    def status_of(self, task_id: str) -> tuple[Status, bool] | None:
-        with self._read() as conn:
-            row = conn.execute(Q.STATUS_OF, {"id": task_id}).first()
-        return (Status(row[0]), bool(row[1])) if row else None
-
-    @retrying
     def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
         """Status, revoked flag and holding worker: what a running session checks each step."""
         with self._read() as conn:
@@ -957,21 +951,6 @@ class SqlStore:
             ).all()
         if not rows:
             raise TaskNotFound(task_id)
-        return [task_from_row(r) for r in rows]
-
-    @retrying
-    def ancestors(self, task_id: str) -> list[Task]:
-        """The task's parent, grandparent, ... up to the root (nearest first)."""
-        base = select(T.c.parent_id.label("id"), literal(1).label("depth")).where(T.c.id == task_id)
-        up = base.cte("up", recursive=True)
-        p = T.alias("p")
-        up = up.union_all(
-            select(p.c.parent_id, (up.c.depth + 1)).where(
-                p.c.id == up.c.id, p.c.parent_id.is_not(None)
-            )
-        )
-        with self._read() as conn:
-            rows = conn.execute(select(T).join(up, up.c.id == T.c.id).order_by(up.c.depth)).all()
         return [task_from_row(r) for r in rows]
 
     @retrying

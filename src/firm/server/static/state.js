@@ -5,6 +5,27 @@ import { OPEN } from "./util.js";
 
 const LIFECYCLE_TOOLS = new Set(["delegate_task", "complete_task", "fail_task"]);
 
+/** A task as its creation event (created or delegated) describes it: todo, nothing done. */
+function newTask(e, where) {
+  const d = e.data || {};
+  return {
+    id: e.task_id,
+    title: d.title ?? "",
+    description: d.description ?? "",
+    status: "todo",
+    priority: d.priority ?? "normal",
+    language: d.language ?? "en",
+    result: null,
+    files: [],
+    error: null,
+    created_at: e.ts,
+    updated_at: e.ts,
+    started_at: null,
+    finished_at: null,
+    ...where,
+  };
+}
+
 export class Company {
   constructor() {
     this.org = null;
@@ -66,47 +87,21 @@ export class Company {
     const d = e.data || {};
     switch (e.kind) {
       case "created":
-        this.put({
-          id: e.task_id,
+        this.put(newTask(e, {
           root_id: e.task_id,
           parent_id: null,
-          title: d.title ?? "",
-          description: d.description ?? "",
-          status: "todo",
           assignee: e.agent,
           created_by: d.created_by ?? "user",
-          priority: d.priority ?? "normal",
-          language: d.language ?? "en",
-          result: null,
-          files: [],
-          error: null,
-          created_at: e.ts,
-          updated_at: e.ts,
-          started_at: null,
-          finished_at: null,
-        });
+        }));
         break;
       case "delegated": {
         const parent = this.tasks.get(d.parent_id);
-        this.put({
-          id: e.task_id,
+        this.put(newTask(e, {
           root_id: parent?.root_id ?? d.parent_id,
           parent_id: d.parent_id,
-          title: d.title ?? "",
-          description: d.description ?? "",
-          status: "todo",
           assignee: d.to,
           created_by: e.agent,
-          priority: d.priority ?? "normal",
-          language: d.language ?? "en",
-          result: null,
-          files: [],
-          error: null,
-          created_at: e.ts,
-          updated_at: e.ts,
-          started_at: null,
-          finished_at: null,
-        });
+        }));
         break;
       }
       case "started": {
