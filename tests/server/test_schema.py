@@ -21,6 +21,8 @@ OPERATIONS = [
     ("GET", "/api/org"),
     ("GET", "/api/events"),
     ("GET", "/api/files/{path}"),
+    ("GET", "/api/runs"),
+    ("GET", "/api/runs/{run_id}/events"),
 ]
 
 

@@ -16,7 +16,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import firm
-from firm.server import live, routes
+from firm.server import live, routes, runs
 from firm.server.office import Office
 
 # The page loads nothing from elsewhere, runs no inline script and talks only to its origin.
@@ -144,6 +144,7 @@ def create_app(office: Office) -> FastAPI:
     app.add_middleware(_SecurityHeaders)
     routes.install_error_handlers(app)
     app.include_router(routes.build_router(office))
+    app.include_router(runs.build_router(office))
     app.include_router(live.router)
     _install_docs(app, office)
     app.mount("/", StaticFiles(directory=static_dir(), html=True), name="page")

@@ -42,6 +42,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from firm.errors import StoreError, TaskNotFound, TaskNotHeld
 from firm.store import migrate, notify, schema
 from firm.store import queries as Q
+from firm.store import runs as run_reads
 from firm.store.base import (
     DelegateResult,
     Event,
@@ -973,6 +974,20 @@ class SqlStore:
         q = q.order_by(T.c.created_at, T.c.id).limit(limit).offset(offset)
         with self._read() as conn:
             return [task_from_row(r) for r in conn.execute(q)]
+
+    @retrying
+    def run_summaries(self, limit: int = 50, offset: int = 0) -> list[run_reads.RunSummary]:
+        """Goals newest first with their trees' counts and usage (store/runs.py)."""
+        with self._read() as conn:
+            return run_reads.run_summaries(conn, limit, offset)
+
+    @retrying
+    def run_events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
+        """One goal's tree's events after seq, in order; TaskNotFound if it is no goal."""
+        with self._read() as conn:
+            if not run_reads.is_run(conn, run_id):
+                raise TaskNotFound(run_id)
+            return run_reads.run_events(conn, run_id, after, limit)
 
     @retrying
     def counts(self, root_id: str | None = None) -> dict[str, int]:
