@@ -94,6 +94,16 @@ class Workers:
                 proc.kill()
                 proc.wait()
 
+    def wait_ready(self, limit: float = 60) -> None:
+        """Wait until every started worker has printed its start-up line."""
+        deadline = time.monotonic() + limit
+        for name in self.procs:
+            log = self.cwd / f"{name}.log"
+            while f"worker {name} on" not in log.read_text(errors="replace"):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"worker {name} did not start:\n" + self.logs())
+                time.sleep(0.05)
+
     def logs(self) -> str:
         return "\n".join(
             f"--- {name}\n{(self.cwd / f'{name}.log').read_text(errors='replace')[-3000:]}"
@@ -160,6 +170,11 @@ def assert_every_task_done_once(store: SqlStore, root_id: str) -> list:
 def test_four_workers_finish_a_deep_company_while_two_watchers_see_every_event(
     workers, pg_url, pg_server, tmp_path
 ):
+    # The workers are up before the goal arrives: a worker still importing when the work is
+    # handed out would leave it all to the first one ready, on a loaded machine.
+    for i in range(4):
+        workers.start(f"w{i}", "--max-concurrent", "3")
+    workers.wait_ready()
     root_id = submit(pg_url, tmp_path, latency=0.05)
     watchers = [
         subprocess.Popen(
@@ -174,8 +189,6 @@ def test_four_workers_finish_a_deep_company_while_two_watchers_see_every_event(
         )
         for i in range(2)
     ]
-    for i in range(4):
-        workers.start(f"w{i}", "--max-concurrent", "3")
     store = open_store(pg_url)
     try:
         # Cut the watchers' LISTEN connections once mid-run: they must reconnect without a gap.
