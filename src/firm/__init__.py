@@ -8,8 +8,8 @@ travel up, cancellation travels down, and a restart loses nothing.
 from firm.api import Firm
 from firm.errors import FirmError, OrgChartError, TaskNotFound, ToolError, WorkspaceError
 from firm.org import AgentSpec, OrgChart, load_org, parse_org
-from firm.process import Agent, Task, Team, TeamError, TeamFailed
 from firm.tasks import Priority, Status
+from firm.teams import Agent, Task, Team, TeamError, TeamFailed
 from firm.tools.registry import ToolContext, tool
 
 __version__ = "0.1.0"

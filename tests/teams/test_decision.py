@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from firm.process.decision import DECISION_SCHEMA, Choices, judge, response_format
+from firm.teams.decision import DECISION_SCHEMA, Choices, judge, response_format
 
 CHOICES = Choices(
     tasks={"research": "done", "write": "pending", "review": "excluded", "Final-Edit": "pending"},

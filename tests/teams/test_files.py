@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from firm import Team
-from firm.process.files import TeamFileError, load_team
+from firm.teams.files import TeamFileError, load_team
 
 AGENTS = """\
 researcher:

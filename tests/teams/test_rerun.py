@@ -105,7 +105,7 @@ def test_kickoff_fills_placeholders_from_inputs(
 def test_start_continues_an_unfinished_run_of_the_same_team(
     model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
 ) -> None:
-    from firm.process.run import submit
+    from firm.teams.run import submit
 
     model.when(agent="manager").reply(pick("research", "Researcher"), pick("write", "Writer"))
     model.when(agent="researcher").reply(text("Trends."))

@@ -10,7 +10,7 @@ from firm.errors import FirmError
 
 BRAINS = ("simulation", "llm", "crewai")
 
-# Brains defined by the layers above (firm.process registers "team"): a run names its brain
+# Brains defined by the layers above (firm.teams registers "team"): a run names its brain
 # in the store, and `firm resume` rebuilds it by that name, so the name must be resolvable
 # without this package importing upwards.
 _REGISTERED: dict[str, Callable[[dict[str, Any]], Brain]] = {}

@@ -21,9 +21,9 @@ from firm.cli.common import (
     watch,
 )
 from firm.errors import FirmError
-from firm.process.files import load_team
-from firm.process.run import collect, finished_run, open_run, submit
-from firm.process.verbose import event_printer
+from firm.teams.files import load_team
+from firm.teams.run import collect, finished_run, open_run, submit
+from firm.teams.verbose import event_printer
 
 team_app = typer.Typer(
     help="Teams of agents with a task list (sequential or hierarchical), from YAML.",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from firm.process.spec import TeamSpec
 from firm.store.base import Event
+from firm.teams.spec import TeamSpec
 
 
 def event_printer(spec: TeamSpec, decisions_only: bool = False) -> Callable[[list[Event]], None]:

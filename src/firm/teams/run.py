@@ -9,8 +9,9 @@ from typing import Any
 
 from firm.api import Firm
 from firm.language import detect_language
-from firm.process.ledger import TeamState, read
-from firm.process.spec import (
+from firm.tasks import Status, Task
+from firm.teams.ledger import TeamState, read
+from firm.teams.spec import (
     BRAIN_NAME,
     COORDINATOR,
     DEFAULT_MODEL,
@@ -18,7 +19,6 @@ from firm.process.spec import (
     MANAGER_OUTPUTS,
     TeamSpec,
 )
-from firm.tasks import Status, Task
 
 
 def llm_options(extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from firm.process.decision import DECISION_SCHEMA
-from firm.process.ledger import TaskState, TeamState
-from firm.process.spec import MAX_RETRIES, MemberSpec, TaskSpec, TeamSpec
+from firm.teams.decision import DECISION_SCHEMA
+from firm.teams.ledger import TaskState, TeamState
+from firm.teams.spec import MAX_RETRIES, MemberSpec, TaskSpec, TeamSpec
 
 CONTEXT_LIMIT = 8000  # characters of one earlier task's result given to a worker
 SHOWN_RESULT = 1500  # characters of a done task's result shown to the manager

@@ -13,9 +13,9 @@ from pydantic import ValidationError
 
 from firm.errors import FirmError
 from firm.org import LLMConfig
-from firm.process.errors import TeamError
-from firm.process.members import DONE, Agent, Task
-from firm.process.spec import (
+from firm.teams.errors import TeamError
+from firm.teams.members import DONE, Agent, Task
+from firm.teams.spec import (
     COORDINATOR,
     TASK_ID,
     MemberSpec,
@@ -27,7 +27,7 @@ from firm.process.spec import (
 from firm.tools.registry import ToolDef
 
 if TYPE_CHECKING:
-    from firm.process.team import Team
+    from firm.teams.team import Team
 
 PROCESSES = ("sequential", "hierarchical")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

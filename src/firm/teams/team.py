@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from firm.api import Firm
-from firm.process.build import build_spec, task_id
-from firm.process.errors import TeamError, TeamFailed
-from firm.process.members import DONE, FAILED, Agent, Task
-from firm.process.run import TeamResult, collect, finished_run, open_run, submit
-from firm.process.spec import TeamSpec
-from firm.process.verbose import event_printer
+from firm.teams.build import build_spec, task_id
+from firm.teams.errors import TeamError, TeamFailed
+from firm.teams.members import DONE, FAILED, Agent, Task
+from firm.teams.run import TeamResult, collect, finished_run, open_run, submit
+from firm.teams.spec import TeamSpec
+from firm.teams.verbose import event_printer
 
 __all__ = ["Agent", "Task", "Team", "TeamError", "TeamFailed"]
 
@@ -101,7 +101,7 @@ class Team:
     ) -> Team:
         """A team from a team file or a folder of agents.yaml and tasks.yaml (docs/teams.md);
         `options` are Team keyword arguments that override the file's."""
-        from firm.process.files import load_team
+        from firm.teams.files import load_team
 
         return load_team(path, inputs=inputs, **options)
 

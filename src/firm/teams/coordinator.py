@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from firm.process.ledger import TeamState, read
-from firm.process.prompts import turn_brief, worker_description
-from firm.process.spec import (
+from firm.tasks import Status
+from firm.teams.ledger import TeamState, read
+from firm.teams.prompts import turn_brief, worker_description
+from firm.teams.spec import (
     COORDINATOR,
     MAX_RETRIES,
     TeamSpec,
@@ -28,7 +29,6 @@ from firm.process.spec import (
     turn_title,
     worker_title,
 )
-from firm.tasks import Status
 
 if TYPE_CHECKING:
     from firm.session import Session

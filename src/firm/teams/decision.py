@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from firm.process.spec import normalise_name
+from firm.teams.spec import normalise_name
 
 DECISION_SCHEMA: dict[str, Any] = {
     "type": "object",

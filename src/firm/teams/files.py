@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from firm.errors import OrgChartError, Problem
 from firm.org import LLMConfig, _dup_keys, _line_map, _pydantic_problems
-from firm.process.spec import TASK_ID, normalise_name
-from firm.process.team import Agent, Task, Team
+from firm.teams.spec import TASK_ID, normalise_name
+from firm.teams.team import Agent, Task, Team
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

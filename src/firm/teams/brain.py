@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from firm.brains.llm import LLMBrain
 from firm.errors import FirmError
-from firm.process.coordinator import run_coordinator
-from firm.process.manager import run_manager_turn
-from firm.process.spec import BRAIN_NAME, COORDINATOR, TeamSpec
+from firm.teams.coordinator import run_coordinator
+from firm.teams.manager import run_manager_turn
+from firm.teams.spec import BRAIN_NAME, COORDINATOR, TeamSpec
 
 if TYPE_CHECKING:
     from firm.org import OrgChart

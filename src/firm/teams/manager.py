@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from firm.brains.llm_client import RetryPolicy
 from firm.brains.llm_loop import SessionLoop
 from firm.errors import FirmError
-from firm.process.decision import Choices, Verdict, judge
-from firm.process.formats import FormatFallbackClient, mode_in_effect
-from firm.process.ledger import read
-from firm.process.prompts import manager_system, worker_description
-from firm.process.spec import MAX_REPROMPTS, TeamSpec, worker_title
+from firm.teams.decision import Choices, Verdict, judge
+from firm.teams.formats import FormatFallbackClient, mode_in_effect
+from firm.teams.ledger import read
+from firm.teams.prompts import manager_system, worker_description
+from firm.teams.spec import MAX_REPROMPTS, TeamSpec, worker_title
 
 if TYPE_CHECKING:
     from firm.brains.llm import LLMBrain

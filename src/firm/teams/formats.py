@@ -16,15 +16,15 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from firm.brains.llm_client import Endpoint, ModelCallError, ModelClient, Reply, RetryPolicy
-from firm.process.decision import response_format
-from firm.process.spec import DOWNGRADED, MANAGER_OUTPUTS
+from firm.teams.decision import response_format
+from firm.teams.spec import DOWNGRADED, MANAGER_OUTPUTS
 
 MODES = MANAGER_OUTPUTS
 
 if TYPE_CHECKING:
-    from firm.process.spec import TeamSpec
     from firm.session import Session
     from firm.store.base import Store
+    from firm.teams.spec import TeamSpec
 
 _ABOUT_FORMAT = (
     "response_format",

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from firm.process.spec import MAX_RETRIES, TeamSpec, task_id_of
 from firm.tasks import Status, Task
+from firm.teams.spec import MAX_RETRIES, TeamSpec, task_id_of
 
 
 @dataclass

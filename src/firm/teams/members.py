@@ -1,12 +1,12 @@
 """Agent and Task: what a team is made of, as its user writes it (mutable; a Task carries its
-status and output between runs). firm.process.build turns them into a TeamSpec."""
+status and output between runs). firm.teams.build turns them into a TeamSpec."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from firm.process.errors import TeamError
+from firm.teams.errors import TeamError
 
 NOT_STARTED, DONE, FAILED = "not started", "done", "failed"
 
