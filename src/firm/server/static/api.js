@@ -77,6 +77,9 @@ export const api = {
   cancel: (id) => call("POST", `/api/tasks/${encodeURIComponent(id)}/cancel`, {}).then((r) => r.data),
   events: (task, after = 0, limit = 200) =>
     call("GET", `/api/events?task=${encodeURIComponent(task)}&after=${after}&limit=${limit}`).then((r) => r.data),
+  runs: (limit = 50, offset = 0) => call("GET", `/api/runs?limit=${limit}&offset=${offset}`).then((r) => r.data),
+  runEvents: (run, after = 0, limit = 1000) =>
+    call("GET", `/api/runs/${encodeURIComponent(run)}/events?after=${after}&limit=${limit}`).then((r) => r.data),
   file: (path, run) => {
     const where = path.split("/").map(encodeURIComponent).join("/");
     return call("GET", `/api/files/${where}${run ? `?run=${encodeURIComponent(run)}` : ""}`);

@@ -6,8 +6,9 @@ import { Drawer } from "./drawer.js";
 import { Feed } from "./feed.js";
 import { Floor } from "./floor.js";
 import { renderOrgChart } from "./orgchart.js";
+import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
-import { el, perFrame, STATUS_LABEL } from "./util.js";
+import { clip, debounce, duration, el, perFrame, STATUS_ICON, STATUS_LABEL } from "./util.js";
 
 takeTokenFromAddress();
 
@@ -54,6 +55,10 @@ for (const tab of tabs) {
 }
 wide.addEventListener("change", () => select(tabs.find((t) => t.getAttribute("aria-selected") === "true")));
 
+// What the views show: the live company, or a replay's company at the scrubber's position.
+let replay = null;
+const shown = () => replay?.company ?? company;
+
 const redraw = perFrame(() => {
   const view = document.body.dataset.view;
   if (view === "floor") floor.render();
@@ -63,11 +68,11 @@ const redraw = perFrame(() => {
 
 // Keep elapsed times moving on the board and desks while work is running.
 setInterval(() => {
-  if (company.counts().in_progress) redraw();
+  if (shown().counts().in_progress) redraw();
 }, 1000);
 
 function renderStats() {
-  const counts = company.counts();
+  const counts = shown().counts();
   const order = ["in_progress", "waiting", "todo", "done", "failed", "cancelled"];
   $("stats").replaceChildren(
     ...order.map((s) =>
@@ -93,11 +98,14 @@ const live = new Live({
     if (firstSnapshot) {
       firstSnapshot = false;
       loadRecentActivity(snap.seq);
+      refreshRuns();
     }
     redraw();
   },
   onEvents(events) {
     company.apply(events);
+    if (events.some((e) => ROOT_KINDS.has(e.kind) && !company.tasks.get(e.task_id)?.parent_id)) refreshRuns();
+    if (replay) return; // the live company keeps up; the views show the replay
     feed.add(events);
     drawer.onEvents(events);
     const fresh = events.filter((e) => e.seq > replayUntil);
@@ -116,6 +124,122 @@ const live = new Live({
     if (state === "locked") askForToken(reason);
   },
 });
+
+// --- replay ------------------------------------------------------------------------------
+
+const ROOT_KINDS = new Set(["created", "completed", "failed", "cancelled"]);
+const runPick = $("run-pick");
+const scrub = $("replay-scrub");
+const playButton = $("replay-play");
+const speed = $("replay-speed");
+
+const refreshRuns = debounce(async () => {
+  try {
+    const { runs } = await api.runs(100);
+    const options = [el("option", { value: "" }, "Live: everything, as it happens")];
+    for (const r of runs) {
+      options.push(el("option", { value: r.id }, `${STATUS_ICON[r.status]} Replay “${clip(r.title, 60)}” · ${r.id}`));
+    }
+    runPick.replaceChildren(...options);
+    runPick.value = replay?.runId ?? "";
+  } catch {
+    /* the list fills at the next goal */
+  }
+}, 300);
+
+runPick.addEventListener("change", () => (runPick.value ? startReplay(runPick.value) : goLive()));
+
+async function startReplay(runId) {
+  const next = new Replay(company.org, runId);
+  $("replay-time").textContent = "Loading the run…";
+  try {
+    await next.load();
+  } catch (error) {
+    if (error.status === 401) askForToken(error.message);
+    $("replay-time").textContent = error.message;
+    return;
+  }
+  replay?.pause();
+  replay = next;
+  replay.speed = Number(speed.value);
+  replay.listen(onReplay);
+  floor.show(replay.company);
+  board.show(replay.company);
+  feed.show(replay.company);
+  drawer.showReplay(replay);
+  $("replay-bar").dataset.mode = "replay";
+  $("replay-controls").hidden = false;
+  document.body.dataset.mode = "replay";
+  replay.seek(0);
+  replay.play(); // a chosen run plays at once, from its start
+}
+
+function goLive() {
+  if (!replay) return;
+  replay.pause();
+  replay = null;
+  runPick.value = "";
+  floor.show(company);
+  board.show(company);
+  feed.show(company);
+  drawer.showReplay(null);
+  $("replay-bar").dataset.mode = "live";
+  $("replay-controls").hidden = true;
+  $("replay-time").textContent = "";
+  document.body.dataset.mode = "live";
+  loadRecentActivity(live.seq ?? 0);
+  redraw();
+}
+
+function onReplay({ batch, rebuilt, animate }) {
+  if (rebuilt) {
+    floor.show(replay.company);
+    board.show(replay.company);
+    feed.show(replay.company);
+    feed.add(replay.events.slice(Math.max(0, replay.applied - 250), replay.applied));
+  } else if (batch.length) {
+    feed.add(batch);
+  }
+  if (batch.length) {
+    drawer.onEvents(batch);
+    if (animate && document.body.dataset.view === "floor") {
+      floor.render();
+      floor.animate(batch);
+    }
+  }
+  playButton.dataset.playing = String(replay.playing);
+  playButton.setAttribute("aria-label", replay.playing ? "Pause" : "Play");
+  scrub.max = String(Math.max(1, Math.round(replay.duration * 1000)));
+  scrub.value = String(Math.round(replay.t * 1000));
+  const at = `${duration(replay.t)} of ${duration(replay.duration)}`;
+  scrub.setAttribute("aria-valuetext", at);
+  $("replay-time").textContent = `Replay · ${at} · event ${replay.applied}/${replay.events.length}`;
+  document.body.dataset.replayAt = replay.applied === replay.events.length ? "end" : String(replay.applied);
+  redraw();
+}
+
+$("replay-start").addEventListener("click", () => replay?.toStart());
+$("replay-end").addEventListener("click", () => replay?.toEnd());
+$("replay-live").addEventListener("click", goLive);
+playButton.addEventListener("click", () => (replay?.playing ? replay.pause() : replay?.play()));
+speed.addEventListener("change", () => {
+  if (replay) replay.speed = Number(speed.value);
+});
+scrub.addEventListener("input", () => replay?.seek(Number(scrub.value) / 1000));
+console.assert(SPEEDS.every((s) => speed.querySelector(`option[value="${s}"]`)));
+
+/** The shown company in a comparable form, for tests and for people debugging the page. */
+function summary(rootId = null) {
+  const c = shown();
+  const tasks = [...c.tasks.values()]
+    .filter((t) => !rootId || t.root_id === rootId)
+    .sort((a, b) => (a.id < b.id ? -1 : 1))
+    .map((t) => ({ id: t.id, status: t.status, assignee: t.assignee, parent_id: t.parent_id, title: t.title, result: t.result, files: t.files, error: t.error }));
+  const desks = {};
+  for (const [id, d] of c.desks()) desks[id] = { state: d.state, task: d.task?.id ?? null, note: c.notes.get(id) ?? null };
+  return { tasks, desks };
+}
+window.__office = { summary, get mode() { return replay ? "replay" : "live"; }, get replay() { return replay; } };
 
 async function loadRecentActivity(seq) {
   try {
@@ -225,6 +349,11 @@ function toast(message, tone = "info", action = null) {
 // --- go ---------------------------------------------------------------------------------
 
 document.addEventListener("keydown", (event) => {
+  if (event.key === " " && replay && !event.target.closest("input, textarea, select, button, [contenteditable]") && !document.querySelector("dialog[open]")) {
+    event.preventDefault();
+    replay.playing ? replay.pause() : replay.play();
+    return;
+  }
   // "g" jumps to the goal box, as long as the person is not typing somewhere.
   if (event.key === "g" && !event.target.closest("input, textarea, select, [contenteditable]") && !document.querySelector("dialog[open]")) {
     event.preventDefault();

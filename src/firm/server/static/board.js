@@ -48,6 +48,15 @@ export class Board {
     this.root.replaceChildren(head, grid);
   }
 
+  /** Show another company (the live one, or a replay's). */
+  show(company) {
+    this.company = company;
+    this.cards.clear();
+    this.pickerKey = null;
+    for (const { list } of this.columns.values()) list.replaceChildren();
+    this.render();
+  }
+
   choose(run) {
     this.run = run;
     this.render();
@@ -69,7 +78,7 @@ export class Board {
 
   render() {
     this.renderPicker();
-    const now = Date.now() / 1000;
+    const now = this.company.now();
     const byStatus = new Map(COLUMNS.map((s) => [s, []]));
     for (const task of this.company.tasks.values()) {
       if (this.run && task.root_id !== this.run) continue;
@@ -98,7 +107,7 @@ export class Board {
 
   card(task, now) {
     const agent = this.company.agent(task.assignee);
-    const time = task.status === "in_progress" ? elapsed(task, now) : elapsed(task);
+    const time = elapsed(task, now);
     const key = `${task.status}|${task.title}|${time}|${agent.name}`;
     let entry = this.cards.get(task.id);
     if (!entry) {

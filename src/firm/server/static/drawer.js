@@ -28,6 +28,13 @@ export class Drawer {
       if (event.target === this.dialog) this.close();
     });
     this.refresh = debounce(() => this.load(false), 250);
+    this.replay = null; // while set, tasks come from the replay, as of its position
+  }
+
+  /** Read tasks from a replay (or, with null, from the API again). */
+  showReplay(replay) {
+    this.replay = replay;
+    if (this.taskId) this.load(false);
   }
 
   open(taskId, { push = false } = {}) {
@@ -60,6 +67,19 @@ export class Drawer {
     if (!id) return;
     let detail;
     let activity;
+    if (this.replay) {
+      const found = this.replay.detail(id);
+      if (!found) {
+        this.body.replaceChildren(el("p", { class: "muted" }, "This task does not exist yet at this point of the replay."));
+        return;
+      }
+      this.tree = new Set([id, ...found.detail.subtree.map((t) => t.id)]);
+      const scroll = this.body.scrollTop;
+      this.render(found.detail, found.events);
+      this.body.scrollTop = focus ? 0 : scroll;
+      if (focus) this.title.focus();
+      return;
+    }
     try {
       [detail, activity] = await Promise.all([api.task(id), api.events(id, 0, 200).catch(() => null)]);
     } catch (error) {
@@ -93,7 +113,7 @@ export class Drawer {
         el("button", { type: "button", class: "ghost", onclick: () => this.open(task.parent_id, { push: true }) }, "Up to the parent task"),
       );
     }
-    if (OPEN.has(task.status)) {
+    if (OPEN.has(task.status) && !this.replay) {
       const open = 1 + task.subtree.filter((t) => OPEN.has(t.status)).length;
       actions.append(
         el(
@@ -118,7 +138,7 @@ export class Drawer {
         fact("Priority", task.priority),
         fact("Language", task.language),
         fact("Created", clock(task.created_at)),
-        task.started_at ? fact("Time", elapsed(task)) : null,
+        task.started_at ? fact("Time", elapsed(task, company.now())) : null,
         task.attempts > 1 ? fact("Sessions", task.attempts) : null,
         task.usage?.calls ? fact("Model calls", `${task.usage.calls} (${task.usage.prompt_tokens + task.usage.completion_tokens} tokens)`) : null,
       ),

@@ -13,6 +13,12 @@ export class Feed {
     this.onOpenTask = onOpenTask;
   }
 
+  /** Show another company's events (the live one, or a replay's), starting empty. */
+  show(company) {
+    this.company = company;
+    this.list.replaceChildren();
+  }
+
   add(events) {
     const items = [];
     for (const e of events) {

@@ -17,6 +17,16 @@ export class Floor {
     this.departures = new Map(); // desk id -> when its next mark may leave (ms)
   }
 
+  /** Show another company (the live one, or a replay's). */
+  show(company) {
+    this.company = company;
+    this.orgKey = null;
+    this.flightLayer.replaceChildren();
+    this.flying = 0;
+    this.build();
+    this.render();
+  }
+
   /** Lay out the rooms, once per org chart. */
   build() {
     const org = this.company.org;

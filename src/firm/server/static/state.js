@@ -34,6 +34,7 @@ export class Company {
     this.children = new Map(); // parent id -> Set of child ids
     this.notes = new Map(); // agent id -> {thought, thought_at, action, action_at}
     this.listeners = new Set();
+    this.now = () => Date.now() / 1000; // a replay sets its own clock
   }
 
   listen(fn) {
