@@ -28,6 +28,7 @@ reserved for its subtasks (`remaining_budget`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,13 @@ from firm.authority import scopes as sc
 from firm.org import TOOL_PATTERN, OrgChart
 
 LIMIT_NAME_MAX = 64
+
+# Bounds on a narrowing's tool patterns (`delegate_task`'s `tools`, `firm run --grant`). The
+# scope algebra is exact, and exact questions about many starred globs grow quickly: these keep
+# every question a model can ask to milliseconds (see benchmarks/grant_algebra.py).
+REQUEST_SCOPES_MAX = 16
+SCOPE_LENGTH_MAX = 128
+SCOPE_STARS_MAX = 3
 
 
 class GrantError(ValueError):
@@ -63,6 +71,29 @@ def _check_scopes(patterns: Iterable[Any], what: str) -> tuple[str, ...]:
             )
         out.append(p)
     return tuple(out)
+
+
+def _check_request_scopes(patterns: Iterable[Any], what: str) -> tuple[str, ...]:
+    """`_check_scopes`, plus the bounds a narrowing from a model or a client must keep."""
+    if not isinstance(patterns, str) and isinstance(patterns, Iterable):
+        patterns = list(itertools.islice(patterns, REQUEST_SCOPES_MAX + 1))
+        if len(patterns) > REQUEST_SCOPES_MAX:
+            raise GrantError(
+                f"{what}: at most {REQUEST_SCOPES_MAX} patterns may be asked for; "
+                "name fewer, or use a glob such as 'crm.*'"
+            )
+    for p in patterns:
+        if isinstance(p, str) and len(p) > SCOPE_LENGTH_MAX:
+            raise GrantError(
+                f"{what}: a pattern may be at most {SCOPE_LENGTH_MAX} characters, "
+                f"not {len(p)} ({p[:40]!r}…)"
+            )
+        if isinstance(p, str) and p.count("*") > SCOPE_STARS_MAX:
+            raise GrantError(
+                f"{what}: {p!r} has {p.count('*')} '*'; a pattern may have at most "
+                f"{SCOPE_STARS_MAX}"
+            )
+    return _check_scopes(patterns, what)
 
 
 def _check_limits(limits: Mapping[str, Any] | None, what: str) -> dict[str, float]:
@@ -226,7 +257,7 @@ class GrantRequest:
         ):
             raise GrantError(f"budget_tokens must be a whole number ≥ 0, not {budget_tokens!r}")
         return cls(
-            tools=None if tools is None else _check_scopes(tools, "tools"),
+            tools=None if tools is None else _check_request_scopes(tools, "tools"),
             limits=_check_limits(limits, "limits"),
             ttl=ttl,
             budget_tokens=budget_tokens,
@@ -251,8 +282,12 @@ def meet(a: Grant, b: Grant) -> Grant:
     for k, v in b.limits.items():
         limits[k] = min(limits[k], v) if k in limits else v
     budget = _min(a.budget_tokens, b.budget_tokens)
+    try:
+        scopes = sc.intersect(a.scopes, b.scopes)
+    except sc.ScopeTooComplex as exc:
+        raise GrantError(f"{exc}: ask for fewer or plainer tool patterns") from None
     return Grant.of(
-        sc.intersect(a.scopes, b.scopes),
+        scopes,
         limits,
         _min(a.expires_at, b.expires_at),
         None if budget is None else int(budget),
@@ -263,7 +298,11 @@ def why_not_within(child: Grant, parent: Grant) -> list[str]:
     """Every way `child` is wider than `parent`, as sentences; empty when it is within."""
     problems = []
     for p in child.scopes:
-        witness = sc.counterexample(parent.scopes, p)
+        try:
+            witness = sc.counterexample(parent.scopes, p)
+        except sc.ScopeTooComplex:
+            problems.append(f"scope {p!r} is too complex to check against the delegator's")
+            continue
         if witness is not None:
             problems.append(f"scope {p!r} allows {witness!r}, which the delegator does not hold")
     for k, v in parent.limits.items():

@@ -195,7 +195,25 @@ def _closure(globs: Sequence[Glob], states: Iterable[tuple[int, int]]) -> State:
                 pos += 1
             else:
                 break
-    return frozenset(out)
+    return _prune(globs, out)
+
+
+def _prune(globs: Sequence[Glob], states: set[tuple[int, int]]) -> State:
+    """Drop every position of a glob that lies before a `*` of it the set already holds.
+
+    What a glob still accepts from a `*` onwards includes what it accepts from any earlier
+    position (the `*` can swallow whatever that position would have matched), so the later
+    position decides alone. Without this the subset construction keeps one state per way of
+    spreading progress over the stars (`*a*a*a*` sees exponentially many); with it a glob's
+    states are its last reached `*` plus positions inside one star-free segment.
+    """
+    last_star: dict[int, int] = {}
+    for g, pos in states:
+        if pos < len(globs[g]) and globs[g][pos] is STAR and pos > last_star.get(g, -1):
+            last_star[g] = pos
+    if not last_star:
+        return frozenset(states)
+    return frozenset((g, pos) for g, pos in states if pos >= last_star.get(g, -1))
 
 
 def _step(globs: Sequence[Glob], states: State, ch: int) -> State:
@@ -228,15 +246,30 @@ def _alphabet(globs: Iterable[Glob]) -> list[int]:
     return sorted(points)
 
 
-def counterexample(outer: Iterable[str], inner: str) -> str | None:
-    """A tool name `inner` matches and no pattern of `outer` does, or None if there is none."""
-    return _counterexample(tuple(outer), inner)
+class ScopeTooComplex(ValueError):
+    """A question about scopes would take more work than `SEARCH_LIMIT` allows.
+
+    Containment of one glob in a union of globs is hard in general (the union's automaton can
+    have exponentially many states), so the search is bounded and a caller that cannot get an
+    answer refuses (a delegation) or keeps what it has (a simplification), never widens.
+    """
+
+
+# States of the product automaton explored before giving up. A union of ordinary scopes
+# (`crm.*`, `files.read`) needs tens; a pathological one is refused within milliseconds.
+SEARCH_LIMIT = 200
+
+
+def counterexample(outer: Iterable[str], inner: str, limit: int = SEARCH_LIMIT) -> str | None:
+    """A tool name `inner` matches and no pattern of `outer` does, or None if there is none.
+    Raises ScopeTooComplex when deciding it would explore more than `limit` states."""
+    return _counterexample(tuple(outer), inner, limit)
 
 
 # Scope sets come from a company's org chart and repeat on every delegation and check: the
 # answers are cached, so the automaton walk is paid once per distinct question.
 @lru_cache(maxsize=16384)
-def _counterexample(outer: tuple[str, ...], inner: str) -> str | None:
+def _counterexample(outer: tuple[str, ...], inner: str, limit: int) -> str | None:
     inner_g = parse(inner)
     outer_g = [parse(p) for p in outer]
     alphabet = _alphabet([inner_g, *outer_g])
@@ -253,14 +286,19 @@ def _counterexample(outer: tuple[str, ...], inner: str) -> str | None:
                 continue
             b2 = _step(outer_g, b, ch)
             if (a2, b2) not in seen:
+                if len(seen) >= limit:
+                    raise ScopeTooComplex(
+                        f"whether {inner!r} is inside {len(outer)} pattern(s) takes more than "
+                        f"{limit} automaton states to decide"
+                    )
                 seen.add((a2, b2))
                 queue.append((a2, b2, word + chr(ch)))
     return None
 
 
-def covers(outer: Iterable[str], inner: str) -> bool:
+def covers(outer: Iterable[str], inner: str, limit: int = SEARCH_LIMIT) -> bool:
     """Whether every name `inner` matches is matched by some pattern in `outer`."""
-    return counterexample(list(outer), inner) is None
+    return counterexample(list(outer), inner, limit) is None
 
 
 def within(inner: Iterable[str], outer: Iterable[str]) -> bool:
@@ -320,12 +358,40 @@ def minimal(patterns: Iterable[str]) -> tuple[str, ...]:
 def _minimal(patterns: frozenset[str]) -> tuple[str, ...]:
     unique = sorted(patterns, key=lambda p: (-len(p), p))
     unique = [p for p in unique if not is_empty(p)]
+    if len(unique) > MINIMAL_PAIRWISE_MAX:
+        # Comparing every pair grows with the square of the count; a set this large only
+        # arises from interleaved stars, whose parts rarely contain each other.
+        return tuple(sorted(unique))
+    # One glob inside another is a product of two small automata: always cheap, so it goes
+    # first and removes most of what a union check would otherwise have to.
     kept: list[str] = []
     for i, p in enumerate(unique):
         others = kept + unique[i + 1 :]
-        if not covers(others, p):
+        if not any(_inside_one(q, p) for q in others):
             kept.append(p)
+    # Covered only by several together: worth a bounded look; when the look is too costly the
+    # pattern stays, which keeps the language (only the spelling is longer).
+    if len(kept) <= MINIMAL_UNION_MAX:
+        for p in list(kept):
+            others = [q for q in kept if q != p]
+            try:
+                if others and covers(others, p, MINIMAL_UNION_LIMIT):
+                    kept.remove(p)
+            except ScopeTooComplex:
+                pass
     return tuple(sorted(kept))
+
+
+def _inside_one(outer: str, inner: str) -> bool:
+    try:
+        return covers([outer], inner)
+    except ScopeTooComplex:
+        return False
+
+
+MINIMAL_PAIRWISE_MAX = 16
+MINIMAL_UNION_MAX = 8
+MINIMAL_UNION_LIMIT = 200
 
 
 def intersect(a: Iterable[str], b: Iterable[str]) -> tuple[str, ...]:
@@ -344,4 +410,14 @@ def _intersect_sets(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
                 out.add(q)
             else:
                 out.update(render(g) for g in _intersect(parse(p), parse(q)))
+            if len(out) > INTERSECTION_MAX:
+                raise ScopeTooComplex(
+                    f"the scopes {list(a)!r} and {list(b)!r} meet in more than "
+                    f"{INTERSECTION_MAX} patterns"
+                )
     return minimal(out)
+
+
+# Two globs with k stars each can meet in C(2k, k) interleavings; beyond this many patterns
+# the result is refused rather than carried through every later check.
+INTERSECTION_MAX = 128
