@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from firm.errors import OrgChartError, Problem
+from firm.yamltext import load_plain
 
 AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 TOOL_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]-]+(\.[A-Za-z0-9_*?\[\]-]+)*$")
@@ -172,10 +173,6 @@ class OrgChart(_Strict):
 
 
 # --- loading -------------------------------------------------------------------------------
-
-
-# libyaml when it is there: the same results, an order of magnitude faster on big charts.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _line_map(root: yaml.Node | None) -> dict[Path_, int]:
@@ -347,7 +344,7 @@ def _structure_problems(
 def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
     """Parse and validate an org chart from YAML text; every problem is reported at once."""
     try:
-        data = yaml.load(text, Loader=_Loader)
+        data, node = load_plain(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -361,7 +358,6 @@ def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
         raise OrgChartError(
             [Problem(file, 1, "", "expected a mapping with 'company:' and 'agents:'")]
         )
-    node = yaml.compose(text, Loader=_Loader)
     lines = _line_map(node)
     problems = _dup_keys(node, file)
     try:

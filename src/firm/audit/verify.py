@@ -233,9 +233,6 @@ def _integrity(
         if e.data is None and (e.kind in DISCLOSED_KINDS or e.task_id in tree):
             problems.append(f"entry {e.seq} ({e.kind} of {e.task_id}) is withheld")
             break
-    org, org_problem = _org(bundle, first)
-    if org_problem:
-        problems.append(org_problem)
     signed = ""
     if key is None:
         problems.append(
@@ -258,6 +255,15 @@ def _integrity(
                 if not ok:
                     problems.append(f"the checkpoint at entry {e.seq} does not verify")
                     break
+    # The org chart is parsed last, and only when the chain and its signature hold: a hostile
+    # bundle gets no parser time for text its signer never vouched for.
+    org: OrgChart | None = None
+    if len(problems) == (1 if key is None else 0):
+        org, org_problem = _org(bundle, first)
+        if org_problem:
+            problems.append(org_problem)
+    else:
+        problems.append("the org chart is not read: the entries do not verify")
     if problems:
         return Check("integrity", FAIL, "; ".join(problems)), org
     return (
@@ -276,11 +282,17 @@ def _named_key(bundle: dict[str, Any]) -> str:
     return str(named) if named else "no key"
 
 
+# Far above any real chart (a 10,000-agent chart is about 1.5 MB).
+ORG_TEXT_MAX = 8_000_000
+
+
 def _org(bundle: dict[str, Any], first: Entry) -> tuple[OrgChart | None, str | None]:
     org_part = bundle.get("org")
     text = org_part.get("yaml") if isinstance(org_part, dict) else None
     if not isinstance(text, str):
         return None, "the bundle has no org chart"
+    if len(text) > ORG_TEXT_MAX:
+        return None, f"the bundle's org chart is {len(text)} characters, over {ORG_TEXT_MAX}"
     expected = (first.data or {}).get("org_sha256")
     if expected is not None and hashlib.sha256(text.encode()).hexdigest() != expected:
         return None, "the org chart in the bundle is not the one the run was created with"

@@ -29,8 +29,8 @@ from firm.errors import OrgChartError, Problem
 from firm.org import LLMConfig, _dup_keys, _line_map, _pydantic_problems
 from firm.teams.spec import TASK_ID, normalise_name
 from firm.teams.team import Agent, Task, Team
+from firm.yamltext import load_plain
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 FILLED = ("role", "goal", "backstory", "instructions", "description", "expected_output")
 
@@ -125,8 +125,7 @@ def _read(path: Path) -> _Doc:
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise TeamFileError([Problem(str(path), None, "", f"cannot read: {exc}")]) from None
     try:
-        data = yaml.load(text, Loader=_Loader)
-        node = yaml.compose(text, Loader=_Loader)
+        data, node = load_plain(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
