@@ -19,16 +19,24 @@ from firm.org import OrgChart, parse_org
 from firm.store.base import RunSpec
 from firm.tasks import Task
 from firm.tools.builtin import FILE_TOOLS, LIFECYCLE_TOOLS
-from firm.tools.registry import ToolDef, ToolRegistry, import_tool_module, tools_in_module
+from firm.tools.registry import ToolDef, ToolRegistry
+from firm.tools.sources import ToolSource, close_sources, open_sources, sources_for
 from firm.tools.workspace import Workspace
 
 
-def build_registry(org: OrgChart, base_dir: Path | None) -> ToolRegistry:
-    registry = ToolRegistry([*LIFECYCLE_TOOLS, *FILE_TOOLS])
-    for spec in org.tool_modules:
-        for t in tools_in_module(import_tool_module(spec, base_dir)):
-            registry.add(t)
-    return registry
+def build_registry(
+    org: OrgChart, base_dir: Path | None, sources: list[ToolSource] | None = None
+) -> ToolRegistry:
+    """The built-in tools and the tools of the chart's sources, which this opens: the caller
+    closes them (Company.close); passing none means every source the chart names."""
+    if sources is None:
+        sources = sources_for(org, base_dir)
+    tools = open_sources(sources)
+    try:
+        return ToolRegistry([*LIFECYCLE_TOOLS, *FILE_TOOLS, *tools])
+    except BaseException:
+        close_sources(sources)
+        raise
 
 
 @dataclass
@@ -38,6 +46,7 @@ class Company:
     brain: Brain
     registry: ToolRegistry
     workspace: Workspace
+    sources: list[ToolSource] = field(default_factory=list)
     _grants: dict[str, g.Grant] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -51,13 +60,20 @@ class Company:
         check = getattr(brain, "check_company", None)
         if callable(check):  # a brain that needs settings (a model, a key) says so up front
             check(org)
+        sources = sources_for(org, base)
         return cls(
             run=run,
             org=org,
             brain=brain,
-            registry=build_registry(org, base),
+            registry=build_registry(org, base, sources),
             workspace=Workspace(run.workspace),
+            sources=sources,
         )
+
+    def close(self) -> None:
+        """Close the tool sources the company opened (an MCP server's process, say)."""
+        sources, self.sources = self.sources, []
+        close_sources(sources)
 
     # --- authority hooks -----------------------------------------------------------------
 

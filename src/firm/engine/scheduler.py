@@ -185,6 +185,7 @@ class Engine:
         try:
             prio = Priority.parse(priority)
         except ValueError as exc:
+            company.close()
             raise FirmError(str(exc)) from None
         root = NewTask(
             title=title,
@@ -227,9 +228,25 @@ class Engine:
             self.worker_id, list(running) + leftover, reason="its worker stopped; it will be re-run"
         )
         _LIVE_WORKERS.discard(self.worker_id)
+        self._close_companies()
         self._unsubscribe()
         if self._unlisten is not None:
             self._unlisten()
+
+    def _close_companies(self) -> None:
+        """Close the companies' tool sources (each once: a run's companies share them)."""
+        with self._companies_lock:
+            companies = list(self._companies.values())
+            self._companies.clear()
+        seen: set[int] = set()
+        for company in companies:
+            if id(company.sources) in seen:
+                continue
+            seen.add(id(company.sources))
+            try:
+                company.close()
+            except FirmError as exc:
+                log.warning("%s", exc)
 
     def __enter__(self) -> Engine:
         return self.start()

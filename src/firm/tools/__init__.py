@@ -1,5 +1,31 @@
-"""Tools: definitions and registry, the workspace, and the built-in tools."""
+"""Tools: definitions and registry, sources, the workspace, and the built-in tools."""
 
-from firm.tools.registry import ToolContext, ToolDef, ToolRegistry, make_tool, tool
+from firm.tools.registry import (
+    ToolContext,
+    ToolDef,
+    ToolRegistry,
+    make_tool,
+    schema_tool,
+    tool,
+)
+from firm.tools.schema import SchemaError
+from firm.tools.sources import (
+    ModuleSource,
+    StaticSource,
+    ToolSource,
+    register_tool_source,
+)
 
-__all__ = ["ToolContext", "ToolDef", "ToolRegistry", "make_tool", "tool"]
+__all__ = [
+    "ModuleSource",
+    "SchemaError",
+    "StaticSource",
+    "ToolContext",
+    "ToolDef",
+    "ToolRegistry",
+    "ToolSource",
+    "make_tool",
+    "register_tool_source",
+    "schema_tool",
+    "tool",
+]

@@ -7,6 +7,7 @@ function's signature, so a model that calls a tool wrongly gets a precise messag
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 import inspect
@@ -21,6 +22,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from firm.errors import FirmError, ToolError
+from firm.tools.schema import SchemaError, model_from_schema, property_types, validated
 from firm.tools.workspace import Workspace
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
@@ -68,12 +70,37 @@ class ToolDef:
     context_param: str | None = None
     is_async: bool = False
     lifecycle: bool = False  # delegate/complete/fail: part of being an agent, not a scope
+    # A tool built from a JSON schema (schema_tool) shows the model that schema as given.
+    schema: dict[str, Any] | None = None
 
     @property
     def model_name(self) -> str:
         return self.name.replace(".", "_")
 
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        fn: Callable[..., Any],
+        *,
+        limits: dict[str, str] | None = None,
+        takes_context: bool = False,
+    ) -> ToolDef:
+        """A tool described by a JSON schema; see schema_tool."""
+        return schema_tool(
+            name, description, parameters, fn, limits=limits, takes_context=takes_context
+        )
+
+    def argument_names(self) -> list[str]:
+        if self.schema is not None:
+            return list(self.schema.get("properties", {}))
+        return list(self.args_model.model_fields)
+
     def parameters_schema(self) -> dict[str, Any]:
+        if self.schema is not None:
+            return copy.deepcopy(self.schema)
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -107,6 +134,8 @@ class ToolDef:
                 f"not {type(arguments).__name__}"
             )
         try:
+            if self.schema is not None:
+                return validated(self.args_model, arguments)
             model = self.args_model.model_validate(arguments)
         except ValidationError as err:
             parts = []
@@ -118,7 +147,7 @@ class ToolDef:
                     parts.append(f"unexpected argument {loc!r}")
                 else:
                     parts.append(f"argument {loc!r}: {e['msg']}")
-            allowed = ", ".join(self.args_model.model_fields) or "none"
+            allowed = ", ".join(self.argument_names()) or "none"
             raise ToolError(
                 f"{self.model_name}: " + "; ".join(parts) + f" (arguments: {allowed})"
             ) from None
@@ -179,6 +208,62 @@ def make_tool(
     )
 
 
+_CONTEXT_KWARG = "__firm_tool_context__"
+
+
+def schema_tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    fn: Callable[..., Any],
+    *,
+    limits: dict[str, str] | None = None,
+    takes_context: bool = False,
+) -> ToolDef:
+    """A tool whose arguments are described by a JSON schema (an MCP server's tool, a CrewAI
+    tool) rather than by a function's signature.
+
+    ``fn(arguments)`` — or ``fn(arguments, context)`` with ``takes_context`` — receives the
+    arguments the caller gave, validated against ``parameters``, as a dict of JSON values; it
+    may be async. ``limits`` works as for ``@firm.tool``, on number or integer properties.
+    A schema outside the subset firm can check (see firm.tools.schema) is refused here.
+    """
+    if not TOOL_NAME.match(name):
+        raise FirmError(f"tool name {name!r} must be dotted lowercase words, like 'crm.query'")
+    if not callable(fn):
+        raise FirmError(f"tool {name!r}: its body must be callable")
+    parameters = json.loads(json.dumps(parameters))  # a private, plain-JSON copy
+    model = model_from_schema(name, parameters)
+    props = parameters.get("properties", {})
+    if _CONTEXT_KWARG in props:
+        raise SchemaError(f"tool {name!r}: property name {_CONTEXT_KWARG!r} is reserved")
+    limits = dict(limits or {})
+    for arg in limits:
+        if arg not in props:
+            raise FirmError(f"tool {name!r}: limit on {arg!r}, which is not one of its arguments")
+        kinds = property_types(parameters, arg) - {"null"}
+        if not kinds or not kinds <= {"integer", "number"}:
+            raise FirmError(f"tool {name!r}: limit on {arg!r}, which is not a number argument")
+    parameters.setdefault("type", "object")
+    parameters.setdefault("properties", {})
+    parameters["additionalProperties"] = False  # extra arguments are refused: say so
+
+    def call(**kwargs: Any) -> Any:
+        context = kwargs.pop(_CONTEXT_KWARG, None)
+        return fn(kwargs, context) if takes_context else fn(kwargs)
+
+    return ToolDef(
+        name=name,
+        fn=call,
+        description=description or f"The {name} tool.",
+        args_model=model,
+        limits=limits,
+        context_param=_CONTEXT_KWARG if takes_context else None,
+        is_async=inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__),
+        schema=parameters,
+    )
+
+
 def tool(
     name: str, *, limits: dict[str, str] | None = None, description: str | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -201,8 +286,12 @@ def tool(
 
 
 def tools_in_module(module: Any) -> list[ToolDef]:
-    found = [getattr(obj, "__firm_tool__", None) for obj in vars(module).values()]
-    return [t for t in found if isinstance(t, ToolDef)]
+    """The module's `@firm.tool` functions and its ToolDef values (e.g. from schema_tool)."""
+    found = [
+        obj if isinstance(obj, ToolDef) else getattr(obj, "__firm_tool__", None)
+        for obj in vars(module).values()
+    ]
+    return list({id(t): t for t in found if isinstance(t, ToolDef)}.values())
 
 
 def import_tool_module(spec: str, base_dir: Path | None) -> Any:
