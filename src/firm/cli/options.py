@@ -92,7 +92,7 @@ def brain_options(
     """The options stored with a run for its brain; options for another brain are an error."""
     llm_asked = model is not None or temperature is not None or max_iterations is not None
     sim_asked = bool(sim_latency or sim_linger or sim_fail or sim_fail_rate or seed)
-    if brain == "llm":
+    if brain in ("llm", "crewai"):  # crewai reads the same model settings as llm
         if sim_asked:
             raise FirmError(
                 "--sim-latency, --sim-linger, --sim-fail, --sim-fail-rate and --seed apply to "
@@ -104,7 +104,7 @@ def brain_options(
             model=model, temperature=temperature, max_iterations=max_iterations
         )
     if llm_asked:
-        raise FirmError("--model, --temperature and --max-iterations apply to --brain llm")
+        raise FirmError("--model, --temperature and --max-iterations apply to --brain llm and crewai")
     if brain == "simulation":
         return sim_options(sim_latency, sim_fail, sim_fail_rate, seed, sim_linger)
     return {}
