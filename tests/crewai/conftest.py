@@ -53,6 +53,7 @@ def run_crewai(firm: Firm, server: ModelServer, tmp_path: Path) -> Runner:
         org: OrgChart,
         goal: str = "Launch an AI note-taking app",
         *,
+        to: str | None = None,
         brain: str = "crewai",
         grant: dict[str, Any] | None = None,
         wait: float = 120,
@@ -61,6 +62,7 @@ def run_crewai(firm: Firm, server: ModelServer, tmp_path: Path) -> Runner:
         root = firm.submit(
             org,
             goal,
+            to=to,
             brain=brain,
             brain_options=server.brain_options(**{**FAST, **options}),
             workspace=tmp_path / "ws",

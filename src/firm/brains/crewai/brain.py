@@ -13,6 +13,7 @@ The model settings are the llm brain's (`LLMBrain.settings_for`: the chart's `ll
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from crewai import Agent, Crew, Process, Task
@@ -39,6 +40,9 @@ EXPECTED_OUTPUT = (
 # CrewAI warns on every call to a model it has no tokenizer for; firm records the provider's
 # own usage, so the estimate it warns about is not used.
 logging.getLogger("crewai.llms.base_llm").setLevel(logging.ERROR)
+# A crew lives for one session and is never checkpointed, so a callback that cannot be
+# serialised costs nothing; CrewAI warns about it on every agent.
+warnings.filterwarnings("ignore", message="function callbacks cannot be serialized")
 
 
 class CrewAIBrain:
