@@ -104,7 +104,9 @@ def brain_options(
             model=model, temperature=temperature, max_iterations=max_iterations
         )
     if llm_asked:
-        raise FirmError("--model, --temperature and --max-iterations apply to --brain llm and crewai")
+        raise FirmError(
+            "--model, --temperature and --max-iterations apply to --brain llm and crewai"
+        )
     if brain == "simulation":
         return sim_options(sim_latency, sim_fail, sim_fail_rate, seed, sim_linger)
     return {}

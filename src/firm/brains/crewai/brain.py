@@ -138,9 +138,7 @@ class CrewAIBrain:
 
 def _step(turn: Turn, step: Any) -> None:
     """CrewAI's step callback: its thoughts go to the activity log; a cancel stops it here."""
-    if isinstance(step, AgentAction) and step.thought.strip():
-        turn.session.think(step.thought)
-    elif isinstance(step, AgentFinish) and step.thought.strip():
+    if isinstance(step, AgentAction | AgentFinish) and step.thought.strip():
         turn.session.think(step.thought)
     turn.check_cancelled()
 

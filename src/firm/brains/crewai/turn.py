@@ -20,12 +20,12 @@ MIN_COMPLETION = 16  # as in the llm brain: a call that could not even say "done
 CHARS_PER_TOKEN = 4
 
 
-class EndSession(BaseException):  # noqa: N818  (a signal, not an error)
+class EndSession(BaseException):
     """The session is over (complete_task/fail_task ran, or the turn ended after
     delegating, or firm stopped it): unwind the crew without another model call."""
 
 
-class Cancelled(BaseException):  # noqa: N818
+class Cancelled(BaseException):
     """SessionCancelled, carried through CrewAI's `except Exception` handlers."""
 
     def __init__(self, cause: SessionCancelled):

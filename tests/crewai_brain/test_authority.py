@@ -39,7 +39,7 @@ def export(segment: str) -> str:
 '''
 
 
-def _company(tmp_path: Path):  # noqa: ANN202
+def _company(tmp_path: Path):
     (tmp_path / "crm_tools.py").write_text(CRM)
     (tmp_path / "company.yaml").write_text(ORG)
     return load_org(tmp_path / "company.yaml")

@@ -7,8 +7,16 @@ from pathlib import Path
 from firm.api import Firm
 from firm.org import OrgChart
 from firm.tasks import Status
-from firm.testing import ModelRequest, ModelServer, Reply, ScriptedModel, calls, complete, delegate
-from firm.testing import write_file
+from firm.testing import (
+    ModelRequest,
+    ModelServer,
+    Reply,
+    ScriptedModel,
+    calls,
+    complete,
+    delegate,
+    write_file,
+)
 
 from .conftest import Runner
 

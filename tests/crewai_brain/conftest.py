@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("crewai", reason="the crewai extra is not installed")
 
-from firm.api import Firm  # noqa: E402
-from firm.org import OrgChart  # noqa: E402
-from firm.store.base import Event  # noqa: E402
-from firm.tasks import Task  # noqa: E402
-from firm.testing import ModelServer, ScriptedModel  # noqa: E402
+from firm.api import Firm
+from firm.org import OrgChart
+from firm.store.base import Event
+from firm.tasks import Task
+from firm.testing import ModelServer, ScriptedModel
 
 FAST = {"backoff": 0.01, "backoff_max": 0.02, "timeout": 5.0, "max_retries": 0}
 
