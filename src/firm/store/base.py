@@ -1,7 +1,7 @@
 """The store protocol: everything the engine, CLI and server ask of persistence.
 
-The engine talks to this protocol only; SQL lives behind it (store/sql.py), so a backend
-is a matter of a connection URL, not of engine code.
+The engine talks to this protocol only; SQL lives behind it (store/sql.py and its parts), so
+a backend is a matter of a connection URL, not of engine code.
 """
 
 from __future__ import annotations

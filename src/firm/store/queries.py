@@ -3,7 +3,7 @@
 Building a SQLAlchemy statement costs several times more than running a prepared one (a
 cached statement object keeps its compiled form and cache key), and a session runs dozens
 of these. Statements that vary in shape (IN lists, filters a caller may leave out) are
-built where they are used, in sql.py.
+built where they are used, in the store's parts (runs.py, leases.py, reads.py, …).
 """
 
 from __future__ import annotations

@@ -1,0 +1,249 @@
+"""Opening the store: the SQLAlchemy engine for SQLite or PostgreSQL, the schema check, and the
+read and write transactions every other part of the store runs in.
+
+A write commits its log entries (store/transaction.py) and then tells this process's
+listeners; on PostgreSQL other processes hear of it through LISTEN/NOTIFY (store/notify.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, create_engine, event, select
+from sqlalchemy.exc import OperationalError
+
+from firm.errors import StoreError
+from firm.store import migrate, notify, schema
+from firm.store.base import EventListener
+from firm.store.notify import PgListener, SignalListener, StoreSignal
+from firm.store.retry import RetryPolicy, retrying
+from firm.store.transaction import DbClock, Tx
+
+log = logging.getLogger("firm.store")
+
+
+def sqlite_url(path: str | Path) -> str:
+    p = Path(path).expanduser().resolve()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{p}"
+
+
+class SqlBase:
+    """The connection half of SqlStore: engine, schema, transactions and listeners."""
+
+    poll_interval = 0.2  # seconds between looks for other processes' commits
+    listen_poll_interval = 5.0  # the safety net while LISTEN is connected (PostgreSQL)
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 16,
+        migrate: bool | None = None,
+        check_schema: bool = True,
+        retry_window: float = 60.0,
+    ):
+        """Open the store at url. migrate: bring the schema up to date on open (default: on
+        SQLite, yes; on PostgreSQL, no — `firm db upgrade` does it, once, for every worker).
+        check_schema=False opens without looking at the schema (for upgrade_schema alone)."""
+        self.url = url
+        self.retry_policy = RetryPolicy(window=retry_window)
+        self._listeners: list[EventListener] = []
+        self._signal_listeners: list[SignalListener] = []
+        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._generation = 0  # bumped on every commit or signal, so no wake-up is lost
+        self._pg_listener: PgListener | None = None
+        try:
+            if url.startswith("sqlite"):
+                self.dialect = "sqlite"
+                self.engine = create_engine(
+                    url,
+                    pool_size=pool_size,
+                    max_overflow=64,
+                    pool_timeout=60,
+                    connect_args={"timeout": 60, "check_same_thread": False},
+                )
+                self._setup_sqlite()
+            else:
+                self.dialect = "postgresql"
+                if url.startswith("postgresql://") or url.startswith("postgres://"):
+                    url = "postgresql+psycopg://" + url.split("://", 1)[1]
+                self.engine = create_engine(
+                    url,
+                    pool_size=pool_size,
+                    max_overflow=64,
+                    # No ping per checkout (a round trip per transaction): a connection that
+                    # died while idle fails its first statement, and the retry layer reconnects.
+                    connect_args={
+                        "application_name": notify.application_name("store"),
+                        "connect_timeout": 10,
+                    },
+                )
+        except ModuleNotFoundError as exc:
+            raise StoreError(
+                f"cannot open {url}: {exc.name} is not installed (pip install 'firm[postgres]')"
+            ) from None
+        self._locking = self.dialect == "postgresql"
+        self._writer: threading.Lock | contextlib.nullcontext[None] = (
+            threading.Lock() if self.dialect == "sqlite" else contextlib.nullcontext()
+        )
+        self._clock = DbClock(self.dialect == "postgresql")
+        if check_schema:
+            self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password, for messages and logs."""
+        return migrate.safe_url(self.engine)
+
+    # --- connection set-up ---------------------------------------------------------------
+
+    def _setup_sqlite(self) -> None:
+        @event.listens_for(self.engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Let SQLAlchemy's begin event emit BEGIN itself, so writes can say IMMEDIATE.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=60000")
+            # The log only grows; a bigger page cache keeps its indexes' upper levels in
+            # memory as it does (the default is 2 MB).
+            cur.execute("PRAGMA cache_size=-65536")
+            cur.close()
+
+        @event.listens_for(self.engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            # Writes take the write lock up front. Reads are single statements, each its own
+            # snapshot in autocommit mode: no BEGIN/COMMIT round for them.
+            if conn.get_execution_options().get("firm_write", False):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @retrying
+    def _check_schema(self, auto_migrate: bool) -> None:
+        try:
+            with self._read() as conn:
+                revision = migrate.current_revision(conn)
+                version = None
+                if revision is not None:
+                    version = conn.execute(
+                        select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+                    ).scalar()
+            if revision != schema.HEAD_REVISION:
+                if revision is not None and revision not in migrate.known_revisions():
+                    raise migrate.newer_schema(self.engine, revision)
+                if not auto_migrate:
+                    where = "is empty" if revision is None else f"is at revision {revision}"
+                    raise StoreError(
+                        f"the database at {self.safe_url} {where}; this firm needs schema "
+                        f"revision {schema.HEAD_REVISION}: run `firm db upgrade --db URL` once"
+                    )
+                migrate.upgrade(self.engine)
+            elif version is not None and int(version) > schema.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.safe_url} was written by a newer firm (schema {version}, this firm "
+                    f"knows up to {schema.SCHEMA_VERSION}); upgrade firm to open it"
+                )
+        except OperationalError as exc:
+            if self.dialect == "postgresql" and exc.connection_invalidated:
+                raise  # the retry layer waits for the server to come back
+            raise StoreError(f"cannot open the store at {self.safe_url}: {exc.orig}") from None
+
+    def upgrade_schema(self) -> tuple[str | None, str | None]:
+        """Run the migrations up to head (what `firm db upgrade` does); idempotent."""
+        return migrate.upgrade(self.engine)
+
+    def close(self) -> None:
+        if self._pg_listener is not None:
+            self._pg_listener.stop()
+            self._pg_listener = None
+        self.engine.dispose()
+
+    def subscribe(self, listener: EventListener) -> Callable[[], None]:
+        """Call listener with the events of every transaction this process commits.
+
+        In-process only, by design: another process's commits reach this one through
+        listen() (PostgreSQL) and through the log itself (events_after + wait_for_change).
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def listen(self, listener: SignalListener) -> Callable[[], None]:
+        """Call listener with a StoreSignal whenever any process commits to the store.
+
+        On PostgreSQL this is LISTEN/NOTIFY (a hint: the stored state is the truth). On SQLite
+        there is no cross-process channel and nothing is called; sessions still see a cancel
+        at their next step by reading the store, and workers see new work at their heartbeat.
+        """
+        with self._lock:
+            self._signal_listeners.append(listener)
+        self._ensure_listening()
+
+        def unlisten() -> None:
+            with self._lock:
+                if listener in self._signal_listeners:
+                    self._signal_listeners.remove(listener)
+
+        return unlisten
+
+    def _ensure_listening(self) -> None:
+        if self.dialect != "postgresql":
+            return
+        with self._lock:
+            if self._pg_listener is None:
+                conninfo = self.engine.url.set(drivername="postgresql").render_as_string(
+                    hide_password=False
+                )
+                self._pg_listener = PgListener(conninfo, self._on_signal).start()
+
+    def _on_signal(self, signal: StoreSignal) -> None:
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+        with self._lock:
+            listeners = list(self._signal_listeners)
+        for listener in listeners:
+            try:
+                listener(signal)
+            except Exception:  # one bad listener must not deafen the others
+                log.exception("store: a signal listener failed")
+
+    @contextmanager
+    def _write(self) -> Iterator[Tx]:
+        # SQLite has one writer. Queue this process's writers on a Python lock, which hands
+        # over in microseconds, instead of SQLite's busy handler, which sleeps in steps of
+        # milliseconds; the busy timeout is then left for writers in other processes.
+        with self._writer, self.engine.connect() as conn:
+            conn.execution_options(firm_write=True)
+            with conn.begin():
+                tx = Tx(conn, self._locking, self._clock.now(conn))
+                yield tx
+                tx.flush()
+        if tx.appended:
+            for listener in list(self._listeners):
+                try:
+                    listener(tx.appended)
+                except Exception:  # committed is committed: a listener cannot undo or redo it
+                    log.exception("store: an event listener failed")
+            with self._changed:
+                self._generation += 1
+                self._changed.notify_all()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn

@@ -1,0 +1,140 @@
+"""Delegation and settle: a session adds a subtask, then ends its turn (done, failed or
+yielded), waking its parent when it was the last open subtask; and its usage is counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from firm.errors import TaskNotFound, TaskNotHeld
+from firm.store import queries as Q
+from firm.store import schema
+from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
+from firm.store.retry import retrying
+from firm.store.rows import task_from_row
+from firm.store.tree import TaskTree
+from firm.tasks import Outcome, Status, new_task_id, normalise_title
+
+T = schema.tasks
+
+
+class Delegation(TaskTree):
+    @retrying
+    def delegate(
+        self,
+        parent_id: str,
+        turn: int,
+        new: NewTask,
+        events: PendingEvents = (),
+        worker_id: str | None = None,
+    ) -> DelegateResult:
+        """Create a subtask, or return the one this turn already created under the same
+        (assignee, normalised title). With worker_id, the parent must still be held by that
+        worker: a session cut off by a lost lease cannot add work behind its successor."""
+        key_src = f"{parent_id}\x00{turn}\x00{new.assignee}\x00{normalise_title(new.title)}"
+        key = hashlib.sha256(key_src.encode()).hexdigest()[:40]
+        for _ in range(2):
+            try:
+                with self._write() as tx:
+                    # The parent's lock first: an identical delegation racing this one (a
+                    # re-run session on another machine) commits before we look, so we see it.
+                    parent = self._lock_task(tx, parent_id)
+                    if parent is None:
+                        raise TaskNotFound(parent_id)
+                    tx.pending.extend(events)  # written whichever way this goes
+                    existing = tx.conn.execute(Q.BY_DEDUPE_KEY, {"key": key}).first()
+                    if existing is not None:
+                        return DelegateResult(task_from_row(existing), created=False)
+                    if parent.status != Status.IN_PROGRESS:
+                        raise TaskNotHeld(
+                            f"task {parent_id} is {parent.status}; it can no longer delegate"
+                        )
+                    if worker_id is not None and parent.worker_id != worker_id:
+                        raise TaskNotHeld(
+                            f"task {parent_id} was handed to another worker; this session "
+                            "can no longer delegate"
+                        )
+                    task = self._insert_task(tx, new_task_id(), parent.root_id, parent_id, new, key)
+                    tx.emit(
+                        "delegated",
+                        task,
+                        new.created_by,
+                        to=new.assignee,
+                        title=task.title,
+                        description=task.description,
+                        priority=str(task.priority),
+                        language=task.language,
+                        parent_id=parent_id,
+                        grant=task.grant,
+                    )
+                return DelegateResult(task, created=True)
+            except IntegrityError:
+                continue  # lost a race to an identical delegation: read the winner's row
+        with self._read() as conn:
+            row = conn.execute(select(T).where(T.c.dedupe_key == key)).one()
+        return DelegateResult(task_from_row(row), created=False)
+
+    @retrying
+    def settle(
+        self, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents = ()
+    ) -> SettleResult:
+        with self._write() as tx:
+            task = self._lock_family(tx, task_id)
+            parent_id = task.parent_id
+            if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
+                # Too late to settle (cancelled, or re-run elsewhere), but the calls the
+                # session made did run: their record stays, marked as from a superseded run.
+                tx.pending.extend(
+                    (kind, tid, agent, {**data, "superseded": True})
+                    for kind, tid, agent, data in events
+                )
+                return SettleResult(False, task)
+            tx.pending.extend(events)  # the session's own record comes before its outcome
+            woke: list[str] = []
+            if outcome.kind in ("done", "failed"):
+                status = Status.DONE if outcome.kind == "done" else Status.FAILED
+                ended = {
+                    "p_id": task_id,
+                    "p_status": str(status),
+                    "p_result": outcome.result,
+                    "p_error": outcome.error,
+                    "p_files": json.dumps(list(outcome.files)),
+                    "p_now": tx.now,
+                }
+                after = task_from_row(tx.conn.execute(Q.SETTLE_ENDED, ended).one())
+                if status == Status.DONE:
+                    tx.emit("completed", task, result=outcome.result, files=list(outcome.files))
+                else:
+                    tx.emit("failed", task, error=outcome.error)
+                woke = self._wake_if_done(tx, parent_id)
+            elif outcome.kind == "yielded":
+                still_open = self._open_children(tx.conn, task_id)
+                status = Status.WAITING if still_open else Status.TODO
+                yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
+                after = task_from_row(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
+                tx.emit("waiting", task, open_subtasks=still_open)
+                if not still_open:  # invariant 2: reports all finished before the turn ended
+                    tx.emit("woken", task, immediately=True)
+                    woke = [task_id]
+            else:
+                raise ValueError(f"unknown outcome {outcome.kind!r}")
+        return SettleResult(True, after, woke)
+
+    @retrying
+    def add_usage(
+        self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        with self._write() as tx:
+            tx.conn.execute(
+                update(T)
+                .where(T.c.id == task_id)
+                .values(
+                    calls=T.c.calls + calls,
+                    prompt_tokens=T.c.prompt_tokens + prompt_tokens,
+                    completion_tokens=T.c.completion_tokens + completion_tokens,
+                )
+            )

@@ -1,0 +1,110 @@
+"""Reads: tasks by id, lineage, children, subtree, listings and counts; one snapshot each."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from firm.errors import TaskNotFound
+from firm.store import queries as Q
+from firm.store import runs as run_reads
+from firm.store import schema
+from firm.store.base import Event
+from firm.store.retry import retrying
+from firm.store.rows import task_from_row
+from firm.store.tree import TaskTree
+from firm.tasks import Status, Task
+
+T = schema.tasks
+
+
+class Reads(TaskTree):
+    @retrying
+    def get_task(self, task_id: str) -> Task:
+        with self._read() as conn:
+            row = conn.execute(Q.TASK, {"id": task_id}).first()
+        if row is None:
+            raise TaskNotFound(task_id)
+        return task_from_row(row)
+
+    @retrying
+    def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
+        """Status, revoked flag and holding worker: what a running session checks each step."""
+        with self._read() as conn:
+            row = conn.execute(Q.SESSION_STATE, {"id": task_id}).first()
+        return (Status(row[0]), bool(row[1]), row[2]) if row else None
+
+    @retrying
+    def lineage(self, task_id: str) -> tuple[int, list[Task]]:
+        """The log's head seq, then the task and its ancestors (nearest first).
+
+        Both come from one statement, so one snapshot: a revocation not in the rows was
+        committed after the head, so "not revoked as of seq N" is a claim the log can back.
+        """
+        with self._read() as conn:
+            rows = conn.execute(Q.LINEAGE, {"task_id": task_id}).all()
+        if not rows:
+            raise TaskNotFound(task_id)
+        return rows[0]._mapping["head_seq"], [task_from_row(r) for r in rows]
+
+    @retrying
+    def children(self, task_id: str) -> list[Task]:
+        with self._read() as conn:
+            rows = conn.execute(Q.CHILDREN, {"id": task_id}).all()
+        return [task_from_row(r) for r in rows]
+
+    @retrying
+    def subtree(self, task_id: str) -> list[Task]:
+        """The task and all its descendants, parents before children."""
+        sub = self._subtree_ids(task_id, open_only=False).subquery()
+        with self._read() as conn:
+            rows = conn.execute(
+                select(T)
+                .join(sub, sub.c.id == T.c.id)
+                .order_by(sub.c.depth, T.c.created_at, T.c.id)
+            ).all()
+        if not rows:
+            raise TaskNotFound(task_id)
+        return [task_from_row(r) for r in rows]
+
+    @retrying
+    def list_tasks(
+        self,
+        *,
+        status: str | None = None,
+        assignee: str | None = None,
+        root_id: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> list[Task]:
+        q = select(T)
+        if status:
+            q = q.where(T.c.status == status)
+        if assignee:
+            q = q.where(T.c.assignee == assignee)
+        if root_id:
+            q = q.where(T.c.root_id == root_id)
+        q = q.order_by(T.c.created_at, T.c.id).limit(limit).offset(offset)
+        with self._read() as conn:
+            return [task_from_row(r) for r in conn.execute(q)]
+
+    @retrying
+    def run_summaries(self, limit: int = 50, offset: int = 0) -> list[run_reads.RunSummary]:
+        """Goals newest first with their trees' counts and usage (store/runs.py)."""
+        with self._read() as conn:
+            return run_reads.run_summaries(conn, limit, offset)
+
+    @retrying
+    def run_events(self, run_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
+        """One goal's tree's events after seq, in order; TaskNotFound if it is no goal."""
+        with self._read() as conn:
+            if not run_reads.is_run(conn, run_id):
+                raise TaskNotFound(run_id)
+            return run_reads.run_events(conn, run_id, after, limit)
+
+    @retrying
+    def counts(self, root_id: str | None = None) -> dict[str, int]:
+        q = select(T.c.status, func.count()).group_by(T.c.status)
+        if root_id:
+            q = q.where(T.c.root_id == root_id)
+        with self._read() as conn:
+            return {s: n for s, n in conn.execute(q)}

@@ -1,0 +1,94 @@
+"""Runs as records: creating a run (its spec and its root task), reading its spec back, and
+the runs still open. (Summaries of past runs for watching them again are in runs.py.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+
+from firm.errors import TaskNotFound
+from firm.store import schema
+from firm.store.base import NewTask, RunSpec
+from firm.store.queries import OPEN_VALUES
+from firm.store.retry import retrying
+from firm.store.rows import task_from_row
+from firm.store.tree import TaskTree
+from firm.tasks import Task, new_task_id
+
+T = schema.tasks
+
+
+class Runs(TaskTree):
+    def create_run(self, run: RunSpec, root: NewTask, task_id: str | None = None) -> Task:
+        # The id is chosen once, outside the retried transaction: if a commit succeeded but
+        # its acknowledgement was lost, the retry finds the run instead of making a second one.
+        return self._create_run(run, root, task_id or new_task_id())
+
+    @retrying
+    def _create_run(self, run: RunSpec, root: NewTask, task_id: str) -> Task:
+        try:
+            return self._insert_run(run, root, task_id)
+        except IntegrityError:
+            with self._read() as conn:
+                row = conn.execute(select(T).where(T.c.id == task_id)).first()
+            if row is None or row._mapping["description"] != root.description:
+                raise
+            return task_from_row(row)
+
+    def _insert_run(self, run: RunSpec, root: NewTask, task_id: str) -> Task:
+        with self._write() as tx:
+            tx.conn.execute(
+                insert(schema.runs).values(
+                    id=task_id,
+                    org_yaml=run.org_yaml,
+                    org_source=run.org_source,
+                    brain=run.brain,
+                    brain_options=json.dumps(run.brain_options),
+                    workspace=run.workspace,
+                    created_at=tx.now,
+                )
+            )
+            task = self._insert_task(tx, task_id, task_id, None, root, dedupe_key=None)
+            tx.emit(
+                "created",
+                task,
+                title=task.title,
+                description=task.description,
+                priority=str(task.priority),
+                language=task.language,
+                created_by=task.created_by,
+                grant=task.grant,
+                brain=run.brain,
+                org_sha256=hashlib.sha256(run.org_yaml.encode()).hexdigest(),
+            )
+        return task
+
+    @retrying
+    def run(self, run_id: str) -> RunSpec:
+        with self._read() as conn:
+            row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).first()
+        if row is None:
+            raise TaskNotFound(run_id)
+        m = row._mapping
+        return RunSpec(
+            org_yaml=m["org_yaml"],
+            org_source=m["org_source"],
+            brain=m["brain"],
+            brain_options=json.loads(m["brain_options"]),
+            workspace=m["workspace"],
+            id=m["id"],
+            created_at=m["created_at"],
+        )
+
+    @retrying
+    def open_run_ids(self) -> list[str]:
+        with self._read() as conn:
+            return list(
+                conn.execute(
+                    select(T.c.root_id).distinct().where(T.c.status.in_(OPEN_VALUES))
+                ).scalars()
+            )

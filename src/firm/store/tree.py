@@ -1,0 +1,135 @@
+"""The task tree under the lock order: a task with its parent, a whole subtree, the wake rule,
+and inserting a task row. Shared by every write that changes tasks.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Connection, literal, select
+
+from firm.errors import TaskNotFound
+from firm.store import queries as Q
+from firm.store import schema
+from firm.store.base import NewTask
+from firm.store.connection import SqlBase
+from firm.store.queries import OPEN_VALUES
+from firm.store.rows import task_from_row
+from firm.store.transaction import Tx
+from firm.tasks import Status, Task
+
+T = schema.tasks
+
+
+class TaskTree(SqlBase):
+    """Helpers for writes that lock a task, its family or its subtree."""
+
+    def _lock_task(self, tx: Tx, task_id: str) -> Task | None:
+        q = Q.TASK_FOR_UPDATE if tx.locking else Q.TASK
+        row = tx.conn.execute(q, {"id": task_id}).first()
+        return task_from_row(row) if row else None
+
+    def _lock_family(self, tx: Tx, task_id: str) -> Task:
+        """The task, read under the lock order: on PostgreSQL its parent's row is locked
+        first (parent before child, everywhere); SQLite's transaction holds the whole file."""
+        if tx.locking:
+            head = tx.conn.execute(Q.PARENT_OF, {"id": task_id}).first()
+            if head is None:
+                raise TaskNotFound(task_id)
+            if head[0] is not None:
+                self._lock_task(tx, head[0])
+        task = self._lock_task(tx, task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
+    def _open_children(self, conn: Connection, parent_id: str) -> int:
+        return conn.execute(Q.OPEN_CHILDREN, {"id": parent_id}).scalar_one()
+
+    def _wake_if_done(self, tx: Tx, parent_id: str | None) -> list[str]:
+        """The wake rule: a waiting task whose subtasks are all terminal goes back to todo.
+
+        Called inside the transaction that made a subtask terminal, holding the parent's row
+        lock, so two subtasks finishing at once cannot both see the other still open (inv. 1).
+        """
+        if parent_id is None:
+            return []
+        woke = tx.conn.execute(Q.WAKE, {"p_parent": parent_id, "p_now": tx.now}).all()
+        for task_id, assignee in woke:
+            tx.emit("woken", task_id, assignee)
+        return [w[0] for w in woke]
+
+    def _lock_subtree(self, tx: Tx, task_id: str, open_only: bool):  # type: ignore[no-untyped-def]
+        """Before changing a whole subtree: its parent's row, then (PostgreSQL) the subtree's
+        rows top-down — the lock order settle uses. Returns the parent's id and the subtree."""
+        head = tx.conn.execute(Q.PARENT_OF, {"id": task_id}).first()
+        if head is None:
+            raise TaskNotFound(task_id)
+        parent_id = head[0]
+        if parent_id is not None:
+            self._lock_task(tx, parent_id)
+        sub = self._subtree_ids(task_id, open_only=open_only).subquery()
+        if tx.locking:
+            tx.conn.execute(
+                select(T.c.id)
+                .join(sub, sub.c.id == T.c.id)
+                .order_by(sub.c.depth, T.c.id)
+                .with_for_update(of=T)
+            )
+        return parent_id, sub
+
+    def _subtree_ids(self, root_id: str, open_only: bool):  # type: ignore[no-untyped-def]
+        """A recursive CTE over the subtree: one statement whatever its size."""
+        base = select(T.c.id, T.c.status, literal(0).label("depth")).where(T.c.id == root_id)
+        tree = base.cte("subtree", recursive=True)
+        child = T.alias("child")
+        tree = tree.union_all(
+            select(child.c.id, child.c.status, (tree.c.depth + 1).label("depth")).where(
+                child.c.parent_id == tree.c.id
+            )
+        )
+        q = select(tree.c.id, tree.c.depth)
+        if open_only:
+            q = q.where(tree.c.status.in_(OPEN_VALUES))
+        return q
+
+    def _insert_task(
+        self,
+        tx: Tx,
+        task_id: str,
+        root_id: str,
+        parent_id: str | None,
+        new: NewTask,
+        dedupe_key: str | None,
+    ) -> Task:
+        values = {
+            "id": task_id,
+            "root_id": root_id,
+            "parent_id": parent_id,
+            "title": new.title,
+            "description": new.description,
+            "status": str(Status.TODO),
+            "assignee": new.assignee,
+            "created_by": new.created_by,
+            "priority": int(new.priority),
+            "language": new.language,
+            "result": None,
+            "files": "[]",
+            "error": None,
+            "created_at": tx.now,
+            "updated_at": tx.now,
+            "started_at": None,
+            "finished_at": None,
+            "turn": 0,
+            "attempts": 0,
+            "dedupe_key": dedupe_key,
+            "grant": json.dumps(new.grant) if new.grant is not None else None,
+            "revoked": False,
+            "worker_id": None,
+            "lease_expires_at": None,
+            "calls": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        row = tx.conn.execute(Q.INSERT_TASK, {f"p_{k}": v for k, v in values.items()}).one()
+        return task_from_row(row)
