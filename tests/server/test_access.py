@@ -61,6 +61,19 @@ def test_on_loopback_reads_need_no_token(office: Running) -> None:
             assert c.get(path).status_code == 200, path
 
 
+def test_on_loopback_a_stale_token_still_reads_but_cannot_act(office: Running) -> None:
+    # A tab kept open across a restart of `firm serve` holds the old token.
+    with office.client(token="token-from-before-a-restart") as c:
+        assert c.get("/api/tasks").status_code == 200
+        assert c.get("/api/runs").status_code == 200
+        r = c.post("/api/tasks", json={"goal": "Act with a stale token"})
+        assert r.status_code == 401 and "wrong" in r.json()["detail"]
+    with office.ws("token=token-from-before-a-restart") as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "snapshot"
+    with office.client(token="stale", Host="evil.example") as c:
+        assert c.get("/api/tasks").status_code in (401, 403)  # still no way around the Host rule
+
+
 def test_a_foreign_host_name_cannot_read_without_the_token(office: Running) -> None:
     # DNS rebinding: a hostile name resolving to 127.0.0.1 arrives with its own Host header.
     with office.client(token=None, Host="evil.example") as c:

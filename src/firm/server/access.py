@@ -58,8 +58,10 @@ class AccessPolicy:
         """Why a read must be refused (None: allowed)."""
         if self.token_ok(presented):
             return None
-        if presented is not None:
+        if presented is not None and self.reads_need_token:
             return "the access token is wrong"
+        # On loopback a wrong token (a tab kept from before a restart) reads as no token: the
+        # tab keeps watching, and is asked for the new token only when it tries to act.
         if self.reads_need_token:
             return "this office is open beyond this machine: send the access token"
         if not host_header or not is_loopback(host_name(host_header)):

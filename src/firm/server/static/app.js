@@ -2,9 +2,11 @@
 
 import { api, call, getToken, Live, setToken, takeTokenFromAddress } from "./api.js";
 import { Board } from "./board.js";
+import { GoalBanner, progressChips } from "./banner.js";
 import { Drawer } from "./drawer.js";
 import { Feed } from "./feed.js";
 import { Floor } from "./floor.js";
+import { GOAL_KINDS } from "./kinds.js";
 import { renderOrgChart } from "./orgchart.js";
 import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
@@ -20,6 +22,7 @@ const drawer = new Drawer(company, { toast, needToken: askForToken });
 const floor = new Floor($("view-floor"), company, { onOpenTask: openTask });
 const board = new Board($("view-board"), company, { onOpenTask: openTask });
 const feed = new Feed($("feed-list"), company, { onOpenTask: openTask });
+const banner = new GoalBanner($("goal-banner"), { onOpenTask: openTask });
 
 // --- views -------------------------------------------------------------------------------
 
@@ -64,7 +67,28 @@ const redraw = perFrame(() => {
   if (view === "floor") floor.render();
   if (view === "board") board.render();
   renderStats();
+  renderProgress();
 });
+
+function renderProgress() {
+  const chips = progressChips(shown()).slice(0, 4);
+  const key = chips.map((c) => `${c.root.id}:${c.finished}/${c.total}`).join(",");
+  const list = $("progress");
+  if (list.dataset.key === key) return;
+  list.dataset.key = key;
+  list.replaceChildren(
+    ...chips.map(({ root, finished, total }) =>
+      el(
+        "li",
+        { dataset: { run: root.id } },
+        el("button", { type: "button", class: "chip", title: root.title, onclick: () => openTask(root.id) },
+          el("span", { class: "chip-title" }, clip(root.title, 28)),
+          el("b", {}, `${finished}/${total}`),
+        ),
+      ),
+    ),
+  );
+}
 
 // Keep elapsed times moving on the board and desks while work is running.
 setInterval(() => {
@@ -104,7 +128,7 @@ const live = new Live({
   },
   onEvents(events) {
     company.apply(events);
-    if (events.some((e) => ROOT_KINDS.has(e.kind) && !company.tasks.get(e.task_id)?.parent_id)) refreshRuns();
+    if (events.some((e) => GOAL_KINDS.has(e.kind) && !company.tasks.get(e.task_id)?.parent_id)) refreshRuns();
     if (replay) return; // the live company keeps up; the views show the replay
     feed.add(events);
     drawer.onEvents(events);
@@ -114,6 +138,7 @@ const live = new Live({
       floor.animate(fresh);
     }
     announce(fresh);
+    banner.consider(company, fresh);
     redraw();
   },
   onState(state, reason) {
@@ -127,7 +152,6 @@ const live = new Live({
 
 // --- replay ------------------------------------------------------------------------------
 
-const ROOT_KINDS = new Set(["created", "completed", "failed", "cancelled"]);
 const runPick = $("run-pick");
 const scrub = $("replay-scrub");
 const playButton = $("replay-play");
@@ -160,6 +184,7 @@ async function startReplay(runId) {
     return;
   }
   replay?.pause();
+  banner.hide();
   replay = next;
   replay.speed = Number(speed.value);
   replay.listen(onReplay);
@@ -177,6 +202,7 @@ async function startReplay(runId) {
 function goLive() {
   if (!replay) return;
   replay.pause();
+  banner.hide();
   replay = null;
   runPick.value = "";
   floor.show(company);
@@ -193,6 +219,7 @@ function goLive() {
 
 function onReplay({ batch, rebuilt, animate }) {
   if (rebuilt) {
+    banner.hide();
     floor.show(replay.company);
     board.show(replay.company);
     feed.show(replay.company);
@@ -202,6 +229,7 @@ function onReplay({ batch, rebuilt, animate }) {
   }
   if (batch.length) {
     drawer.onEvents(batch);
+    banner.consider(replay.company, batch);
     if (animate && document.body.dataset.view === "floor") {
       floor.render();
       floor.animate(batch);

@@ -1,10 +1,9 @@
 // The activity feed: the log, as sentences, newest first.
 
+import { AUDIT_KINDS, LIFECYCLE_TOOLS as QUIET_TOOLS } from "./kinds.js";
 import { avatar, clip, clock, el } from "./util.js";
 
 const KEEP = 250;
-// Calls of these tools show up as their own events (delegated, completed, failed).
-const QUIET_TOOLS = new Set(["delegate_task", "complete_task", "fail_task"]);
 
 export class Feed {
   constructor(list, company, { onOpenTask }) {
@@ -42,6 +41,7 @@ export class Feed {
 
   describe(e) {
     const d = e.data || {};
+    if (AUDIT_KINDS.has(e.kind)) return null; // `firm audit verify` reads them, people need not
     const who = e.agent ? this.name(e.agent) : "";
     switch (e.kind) {
       case "created":

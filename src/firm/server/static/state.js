@@ -1,9 +1,8 @@
 // The page's model of the company: the org chart, the tasks it knows, what each agent is up to.
 // It is fed a snapshot and then events, and tells listeners what changed.
 
+import { LIFECYCLE_TOOLS } from "./kinds.js";
 import { OPEN } from "./util.js";
-
-const LIFECYCLE_TOOLS = new Set(["delegate_task", "complete_task", "fail_task"]);
 
 /** A task as its creation event (created or delegated) describes it: todo, nothing done. */
 function newTask(e, where) {
