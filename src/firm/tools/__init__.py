@@ -1,5 +1,6 @@
 """Tools: definitions and registry, sources, the workspace, and the built-in tools."""
 
+from firm.tools.crewai_adapter import from_crewai
 from firm.tools.registry import (
     ToolContext,
     ToolDef,
@@ -24,6 +25,7 @@ __all__ = [
     "ToolDef",
     "ToolRegistry",
     "ToolSource",
+    "from_crewai",
     "make_tool",
     "register_tool_source",
     "schema_tool",
