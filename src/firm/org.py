@@ -23,6 +23,9 @@ TOOL_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]-]+(\.[A-Za-z0-9_*?\[\]-]+)*$")
 Path_ = tuple[str | int, ...]
 ShortText = Annotated[str, Field(min_length=1, max_length=200)]
 LongText = Annotated[str, Field(max_length=20_000)]
+# A brain's registered name (simulation, llm, crewai, …); checked against the registry when
+# the company is built, since brains are registered by layers above this one.
+BrainName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")]
 
 
 class _Strict(BaseModel):
@@ -77,6 +80,7 @@ class AgentSpec(_Strict):
     ttl: Annotated[float, Field(gt=0, le=10 * 365 * 86400)] | None = None
     budget_tokens: Annotated[int, Field(gt=0)] | None = None
     llm: LLMConfig | None = None
+    brain: BrainName | None = None  # this agent's brain, whatever the run's (e.g. crewai)
 
     @field_validator("id", "reports_to")
     @classmethod
@@ -103,6 +107,7 @@ class OrgChart(_Strict):
     tool_modules: list[ShortText] = Field(default_factory=list)
     on_denial: Literal["deny", "revoke"] = "deny"
     llm: LLMConfig | None = None
+    brain: BrainName | None = None  # every agent's brain unless it names its own
     agents: Annotated[list[AgentSpec], Field(min_length=1, max_length=100_000)]
 
     _by_id: dict[str, AgentSpec] = PrivateAttr(default_factory=dict)

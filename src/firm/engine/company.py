@@ -47,6 +47,8 @@ class Company:
     registry: ToolRegistry
     workspace: Workspace
     sources: list[ToolSource] = field(default_factory=list)
+    # Brains the org chart names for some agents (`brain:`), by name; the run's is `brain`.
+    brains: dict[str, Brain] = field(default_factory=dict)
     _grants: dict[str, g.Grant] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -60,6 +62,11 @@ class Company:
         check = getattr(brain, "check_company", None)
         if callable(check):  # a brain that needs settings (a model, a key) says so up front
             check(org)
+        brains = {
+            name: make_brain(name, _options_for(name, run))
+            for name in {a.brain or org.brain for a in org.agents} - {None, run.brain}
+            if name is not None
+        }
         sources = sources_for(org, base)
         return cls(
             run=run,
@@ -68,7 +75,17 @@ class Company:
             registry=build_registry(org, base, sources),
             workspace=Workspace(run.workspace),
             sources=sources,
+            brains=brains,
         )
+
+    def brain_for(self, agent_id: str) -> Brain:
+        """The brain that works this agent's sessions: its own `brain:` in the chart, else
+        the chart's, else the run's (a company can mix: a crewai manager above llm reports)."""
+        spec = self.org.agent(agent_id)
+        name = spec.brain or self.org.brain
+        if name is None or name == self.run.brain:
+            return self.brain
+        return self.brains[name]
 
     def close(self) -> None:
         """Close the tool sources the company opened (an MCP server's process, say)."""
@@ -125,3 +142,14 @@ class Company:
     def on_denial(self, task: Task, denial: Denial) -> bool:
         """Whether a denial revokes the node (and its subtree): the org's `on_denial` policy."""
         return self.org.on_denial == "revoke"
+
+
+# Brains that read the same model settings share the run's options (--model, …).
+_MODEL_BRAINS = frozenset({"llm", "crewai"})
+
+
+def _options_for(name: str, run: RunSpec) -> dict[str, Any]:
+    """The options of a brain the chart names for some agents."""
+    if name in _MODEL_BRAINS and run.brain in _MODEL_BRAINS:
+        return dict(run.brain_options)
+    return {}

@@ -475,7 +475,7 @@ class Engine:
                 worker_id=self.worker_id,
                 revoke=self.revoke,
             )
-            text = company.brain.run(session)
+            text = company.brain_for(task.assignee).run(session)
             stopping = cancel.is_set() and self._stop.is_set()
             outcome = None if stopping else session.final_outcome(text)
         except SessionCancelled:
