@@ -57,6 +57,32 @@ class LLMConfig(_Strict):
         return LLMConfig(**data)
 
 
+MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+class McpServerSpec(_Strict):
+    """An MCP server whose tools the company may use, named SERVER.TOOL. Either a command
+    firm starts (stdio) or a URL (streamable HTTP). `${VAR}` in args, env, url and headers
+    is taken from firm's environment when the server starts; the chart keeps the
+    placeholder, so a stored chart never holds the secret."""
+
+    command: ShortText | None = None
+    args: list[Annotated[str, Field(max_length=2000)]] = Field(default_factory=list)
+    env: dict[str, Annotated[str, Field(max_length=4000)]] = Field(default_factory=dict)
+    cwd: ShortText | None = None
+    url: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    headers: dict[str, Annotated[str, Field(max_length=4000)]] = Field(default_factory=dict)
+    timeout: Annotated[float, Field(gt=0, le=3600)] = 30.0
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a server firm starts) or url, not both")
+        if self.url is not None and (self.args or self.env or self.cwd):
+            raise ValueError("args, env and cwd are for a command; a url server takes headers")
+        if self.command is not None and self.headers:
+            raise ValueError("headers are for a url server; a command takes env")
+
+
 def _check_tool_patterns(patterns: list[str] | None) -> list[str] | None:
     if patterns is None:
         return None
@@ -105,6 +131,7 @@ class OrgChart(_Strict):
     workspace: ShortText | None = None
     default_tools: list[str] = Field(default_factory=lambda: ["files.*"])
     tool_modules: list[ShortText] = Field(default_factory=list)
+    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
     on_denial: Literal["deny", "revoke"] = "deny"
     llm: LLMConfig | None = None
     brain: BrainName | None = None  # every agent's brain unless it names its own
@@ -114,6 +141,17 @@ class OrgChart(_Strict):
     _reports: dict[str, list[str]] = PrivateAttr(default_factory=dict)
     _lines: dict[Path_, int] = PrivateAttr(default_factory=dict)
     _file: str = PrivateAttr(default="<org chart>")
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_server_names(cls, v: dict[str, McpServerSpec]) -> dict[str, McpServerSpec]:
+        for name in v:
+            if not MCP_SERVER_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a server name: lowercase letters, digits and _ (its "
+                    "tools are named SERVER.TOOL)"
+                )
+        return v
 
     @field_validator("default_tools")
     @classmethod
