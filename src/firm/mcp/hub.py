@@ -265,7 +265,6 @@ def _client_for(config: ServerConfig) -> Any:
     if config.url is not None:
         if config.headers:
             import httpx2  # the SDK's HTTP client
-
             from mcp.client.streamable_http import streamable_http_client
 
             http = httpx2.AsyncClient(headers=dict(config.headers))

@@ -43,9 +43,8 @@ def result_text(server: str, tool: str, result: Any, files: Files | None) -> str
         elif kind == "resource_link":
             parts.append(f"resource: {block.uri}")
     structured = getattr(result, "structured_content", None)
-    if structured is not None and not parts:
-        parts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
-    elif structured is not None and not any(_is_json_of(p, structured) for p in parts):
+    # Structured content is added unless a text block already carries the same JSON.
+    if structured is not None and not any(_is_json_of(p, structured) for p in parts):
         parts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
     text = "\n".join(parts) if parts else "(no content)"
     if len(text) > TEXT_LIMIT:

@@ -8,14 +8,17 @@ The engine runs in this process on the same store as the CLI: a goal given here 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from firm.api import Firm
 from firm.errors import FirmError, StoreError
 from firm.org import OrgChart
 from firm.tasks import Status, Task
 from firm.tools.workspace import Workspace
+
+T = TypeVar("T")
 
 MAX_WAIT = 600.0  # seconds give_goal may hold a client's call open
 LIST_LIMIT = 200
@@ -42,7 +45,9 @@ class CompanyService:
         self.brain_options = dict(brain_options or {})
         self.workspace = workspace
 
-    def give_goal(self, goal: str, to: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
+    def give_goal(
+        self, goal: str, to: str | None = None, wait_seconds: float = 0
+    ) -> dict[str, Any]:
         goal = goal.strip()
         if not goal:
             raise FirmError("the goal is empty")
@@ -111,12 +116,12 @@ class CompanyService:
     def _workspace_of(self, task_id: str | None) -> Workspace:
         if task_id:
             task = self._task(task_id)
-            return Workspace(self.firm.store.run(task.run_id).workspace)
+            return Workspace(self.firm.store.run(task.root_id).workspace)
         runs = [t for t in self.firm.tasks() if t.parent_id is None]
         if not runs:
             raise FirmError("no goal has run yet, so there is no workspace to read")
         latest = max(runs, key=lambda t: t.created_at)
-        return Workspace(self.firm.store.run(latest.run_id).workspace)
+        return Workspace(self.firm.store.run(latest.root_id).workspace)
 
     @staticmethod
     def _summary(task: Task, with_result: bool = False) -> dict[str, Any]:
@@ -138,6 +143,15 @@ class CompanyService:
 def build_server(service: CompanyService) -> Any:
     """The MCP server object (the SDK's MCPServer) whose tools call `service`."""
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    def answer(call: Callable[[], T]) -> T:
+        # The client sees firm's message (an unknown task, a path outside the workspace);
+        # anything else the SDK reports as an internal error without details.
+        try:
+            return call()
+        except FirmError as exc:
+            raise ToolError(str(exc)) from None
 
     app = MCPServer(
         f"firm: {service.org.company}",
@@ -153,28 +167,28 @@ def build_server(service: CompanyService) -> Any:
         """Give the company a goal. `to` names the agent to start it (default: the top agent).
         With wait_seconds > 0 (at most 600), wait that long for it to end and return its
         result; otherwise return at once with the root task's id."""
-        return service.give_goal(goal, to, wait_seconds)
+        return answer(lambda: service.give_goal(goal, to, wait_seconds))
 
     @app.tool()
     def list_tasks(status: str | None = None, root: str | None = None) -> dict[str, Any]:
         """List tasks (newest first), optionally only one status (todo, in_progress, waiting,
         done, failed, cancelled) or one goal's tree (root = the root task's id)."""
-        return service.list_tasks(status, root)
+        return answer(lambda: service.list_tasks(status, root))
 
     @app.tool()
     def get_task(id: str) -> dict[str, Any]:
         """One task with its subtree: status, result, files and error of each."""
-        return service.get_task(id)
+        return answer(lambda: service.get_task(id))
 
     @app.tool()
     def cancel_task(id: str) -> dict[str, Any]:
         """Cancel a task and its open subtree."""
-        return service.cancel_task(id)
+        return answer(lambda: service.cancel_task(id))
 
     @app.tool()
     def read_file(path: str, task: str | None = None) -> str:
         """Read a file the company wrote (a path relative to its workspace); `task` picks the
         goal whose workspace to read (default: the latest goal's)."""
-        return service.read_file(path, task)
+        return answer(lambda: service.read_file(path, task))
 
     return app

@@ -1,0 +1,143 @@
+"""`firm mcp` driven by the MCP SDK's own client, over stdio and over streamable HTTP: give a
+goal, wait for it, read its result and a file it wrote, follow its tasks, cancel one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import THREE_LEVELS
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def payload(result: Any) -> Any:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        data = result.structured_content
+        return data.get("result", data) if set(data) == {"result"} else data
+    return json.loads(result.content[0].text)
+
+
+def firm_mcp_params(tmp_path: Path, *extra: str) -> StdioServerParameters:
+    org = tmp_path / "company.yaml"
+    org.write_text(THREE_LEVELS, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "FIRM_DB"}
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "firm",
+            "mcp",
+            str(org),
+            "--db",
+            str(tmp_path / "firm.db"),
+            "--workspace",
+            str(tmp_path / "ws"),
+            *extra,
+        ],
+        env=env,
+        cwd=str(tmp_path),
+    )
+
+
+async def give_wait_read(client: Client) -> None:
+    names = {t.name for t in (await client.list_tools()).tools}
+    assert {"give_goal", "list_tasks", "get_task", "cancel_task", "read_file"} <= names
+
+    done = payload(
+        await client.call_tool(
+            "give_goal", {"goal": "Launch an AI note-taking app", "wait_seconds": 120}
+        )
+    )
+    assert done["status"] == "done", done
+    assert done["result"] and done["files"]
+
+    task = payload(await client.call_tool("get_task", {"id": done["id"]}))
+    assert len(task["subtasks"]) == 6
+    assert {t["status"] for t in task["subtasks"]} == {"done"}
+
+    listed = payload(await client.call_tool("list_tasks", {"root": done["id"]}))
+    assert listed["total"] == 7
+
+    text = await client.call_tool("read_file", {"path": done["files"][0]})
+    assert not text.is_error and text.content[0].text.strip()
+
+    missing = await client.call_tool("get_task", {"id": "T-nosuchtask"})
+    assert missing.is_error and "no task" in missing.content[0].text
+
+
+def test_a_goal_given_over_stdio_is_worked_and_read_back(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with Client(firm_mcp_params(tmp_path, "--sim-latency", "0.02")) as client:
+            await give_wait_read(client)
+
+    asyncio.run(main())
+    # The same store the CLI reads: the goal is there for `firm tasks` too.
+    out = subprocess.run(
+        [sys.executable, "-m", "firm", "tasks", "--db", str(tmp_path / "firm.db"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert len(json.loads(out.stdout)) == 7
+
+
+def test_a_running_goal_is_cancelled_over_mcp(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with Client(firm_mcp_params(tmp_path, "--sim-latency", "30")) as client:
+            started = payload(await client.call_tool("give_goal", {"goal": "Plan the offsite"}))
+            assert started["status"] in ("todo", "in_progress")
+            cancelled = payload(await client.call_tool("cancel_task", {"id": started["id"]}))
+            assert started["id"] in cancelled["cancelled"]
+            after = payload(await client.call_tool("get_task", {"id": started["id"]}))
+            assert after["status"] == "cancelled"
+
+    asyncio.run(main())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_firm_mcp_over_streamable_http(tmp_path: Path) -> None:
+    port = free_port()
+    params = firm_mcp_params(tmp_path, "--sim-latency", "0.02", "--http", "--port", str(port))
+    proc = subprocess.Popen(
+        [params.command, *params.args],
+        cwd=tmp_path,
+        env=params.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, "firm mcp --http did not start listening"
+                time.sleep(0.2)
+
+        async def main() -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                await give_wait_read(client)
+
+        asyncio.run(main())
+    finally:
+        proc.terminate()
+        proc.wait(30)
