@@ -73,6 +73,18 @@ class McpServerSpec(_Strict):
     url: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
     headers: dict[str, Annotated[str, Field(max_length=4000)]] = Field(default_factory=dict)
     timeout: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # A ceiling on a numeric argument, like @firm.tool's limits: {"transfer.amount": "max_amount"}
+    # (TOOL.ARGUMENT, with the tool named as firm names it) is checked against the caller's
+    # `max_amount` before the call leaves firm.
+    limits: dict[str, ShortText] = Field(default_factory=dict)
+
+    @field_validator("limits")
+    @classmethod
+    def _limit_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"{key!r} is not TOOL.ARGUMENT, like 'transfer.amount'")
+        return v
 
     def model_post_init(self, __context: Any) -> None:
         if (self.command is None) == (self.url is None):

@@ -46,6 +46,21 @@ class Connection:
         self._tools: list[Any] | None = None
         self.starts = 0  # how many times the server was started (a restart adds one)
         self._last_ok = 0.0  # when the server last answered (monotonic seconds)
+        self._users = 0
+
+    # --- who uses it -----------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """A company's tool source starts using this server."""
+        with self._lock:
+            self._users += 1
+
+    def release(self) -> None:
+        """A company's tool source is done with it: the last one out stops the server."""
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            if self._users == 0:
+                self._drop()
 
     # --- what sessions call ----------------------------------------------------------------
 
@@ -144,7 +159,6 @@ class Connection:
         self._client = None
         self._holder = None
         self._closing = None
-        self._tools = None if self._tools is None else self._tools  # the listing stays valid
         if closing is not None:
             self.hub.loop.call_soon_threadsafe(closing.set)
         if holder is not None:

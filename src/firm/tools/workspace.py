@@ -148,8 +148,8 @@ class Workspace:
             os.close(fd)
         return data.decode("utf-8", errors="replace")
 
-    def write(self, path: str, content: str) -> int:
-        data = content.encode("utf-8")
+    def write(self, path: str, content: str | bytes) -> int:
+        data = content if isinstance(content, bytes) else content.encode("utf-8")
         if len(data) > self.limits.max_write_bytes:
             raise WorkspaceError(
                 f"the content is {len(data)} bytes, over the write limit of "
