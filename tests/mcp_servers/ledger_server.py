@@ -1,4 +1,4 @@
-"""A real MCP server for the tests, built with the SDK's own server class.
+"""A real MCP server for the tests, built with the SDK's own server class (FastMCP).
 
     python ledger_server.py RECORD_DIR            stdio
     python ledger_server.py RECORD_DIR --port N   streamable HTTP on 127.0.0.1:N
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.fastmcp import FastMCP, Image
 
 RECORD = Path(sys.argv[1])
 RECORD.mkdir(parents=True, exist_ok=True)
@@ -27,7 +27,8 @@ PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
 
-app = MCPServer("ledger")
+PORT = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 8000
+app = FastMCP("ledger", host="127.0.0.1", port=PORT, log_level="WARNING")
 
 
 def record(tool: str, **args: object) -> None:
@@ -59,8 +60,6 @@ def export_report(title: str) -> str:
 @app.tool()
 def chart() -> object:
     """Draw a chart (an image)."""
-    from mcp.server.mcpserver import Image
-
     record("chart")
     return Image(data=PIXEL, format="png")
 
@@ -88,8 +87,4 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    if "--port" in sys.argv:
-        port = int(sys.argv[sys.argv.index("--port") + 1])
-        app.run("streamable-http", host="127.0.0.1", port=port)
-    else:
-        app.run()
+    app.run("streamable-http" if "--port" in sys.argv else "stdio")

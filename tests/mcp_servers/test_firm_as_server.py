@@ -1,20 +1,24 @@
-"""`firm mcp` driven by the MCP SDK's own client, over stdio and over streamable HTTP: give a
+"""`firm mcp` driven by the MCP SDK's own client session, over stdio and streamable HTTP: give a
 goal, wait for it, read its result and a file it wrote, follow its tasks, cancel one."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import THREE_LEVELS
 
@@ -22,11 +26,28 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def payload(result: Any) -> Any:
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
-        data = result.structured_content
+    assert not result.isError, result.content
+    if result.structuredContent is not None:
+        data = result.structuredContent
         return data.get("result", data) if set(data) == {"result"} else data
     return json.loads(result.content[0].text)
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(params: StdioServerParameters) -> AsyncIterator[ClientSession]:
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@contextlib.asynccontextmanager
+async def http_session(url: str) -> AsyncIterator[ClientSession]:
+    async with (
+        streamable_http_client(url) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
 
 
 def firm_mcp_params(tmp_path: Path, *extra: str) -> StdioServerParameters:
@@ -51,7 +72,7 @@ def firm_mcp_params(tmp_path: Path, *extra: str) -> StdioServerParameters:
     )
 
 
-async def give_wait_read(client: Client) -> None:
+async def give_wait_read(client: ClientSession) -> None:
     names = {t.name for t in (await client.list_tools()).tools}
     assert {"give_goal", "list_tasks", "get_task", "cancel_task", "read_file"} <= names
 
@@ -71,15 +92,15 @@ async def give_wait_read(client: Client) -> None:
     assert listed["total"] == 7
 
     text = await client.call_tool("read_file", {"path": done["files"][0]})
-    assert not text.is_error and text.content[0].text.strip()
+    assert not text.isError and text.content[0].text.strip()
 
     missing = await client.call_tool("get_task", {"id": "T-nosuchtask"})
-    assert missing.is_error and "no task" in missing.content[0].text
+    assert missing.isError and "no task" in missing.content[0].text
 
 
 def test_a_goal_given_over_stdio_is_worked_and_read_back(tmp_path: Path) -> None:
     async def main() -> None:
-        async with Client(firm_mcp_params(tmp_path, "--sim-latency", "0.02")) as client:
+        async with stdio_session(firm_mcp_params(tmp_path, "--sim-latency", "0.02")) as client:
             await give_wait_read(client)
 
     asyncio.run(main())
@@ -95,7 +116,7 @@ def test_a_goal_given_over_stdio_is_worked_and_read_back(tmp_path: Path) -> None
 
 def test_a_running_goal_is_cancelled_over_mcp(tmp_path: Path) -> None:
     async def main() -> None:
-        async with Client(firm_mcp_params(tmp_path, "--sim-latency", "30")) as client:
+        async with stdio_session(firm_mcp_params(tmp_path, "--sim-latency", "30")) as client:
             started = payload(await client.call_tool("give_goal", {"goal": "Plan the offsite"}))
             assert started["status"] in ("todo", "in_progress")
             cancelled = payload(await client.call_tool("cancel_task", {"id": started["id"]}))
@@ -134,7 +155,7 @@ def test_firm_mcp_over_streamable_http(tmp_path: Path) -> None:
                 time.sleep(0.2)
 
         async def main() -> None:
-            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            async with http_session(f"http://127.0.0.1:{port}/mcp") as client:
                 await give_wait_read(client)
 
         asyncio.run(main())

@@ -50,7 +50,7 @@ def mcp(
     service = CompanyService(
         firm, org, org_file, brain=brain, brain_options=options, workspace=workspace
     )
-    server = build_server(service)
+    server = build_server(service, host, port)
     firm.engine.start()
     where = f"http://{host}:{port}/mcp" if http else "stdio"
     err_console.print(
@@ -61,7 +61,7 @@ def mcp(
     )
     try:
         if http:
-            server.run("streamable-http", host=host, port=port)
+            server.run("streamable-http")
         else:
             server.run()
     finally:

@@ -46,7 +46,11 @@ class ServerConfig:
 
     @classmethod
     def from_spec(
-        cls, name: str, spec: McpServerSpec, environ: Mapping[str, str] | None = None
+        cls,
+        name: str,
+        spec: McpServerSpec,
+        environ: Mapping[str, str] | None = None,
+        base_dir: Path | None = None,
     ) -> ServerConfig:
         where = f"mcp_servers.{name}"
         command = None
@@ -66,7 +70,7 @@ class ServerConfig:
             name=name,
             command=command,
             env=env,
-            cwd=spec.cwd,
+            cwd=_cwd(spec, base_dir),
             url=url,
             headers=headers,
             timeout=spec.timeout,
@@ -85,3 +89,12 @@ class ServerConfig:
             return self.url
         assert self.command is not None
         return " ".join(self.command)
+
+
+def _cwd(spec: McpServerSpec, base_dir: Path | None) -> str | None:
+    if spec.command is None:
+        return None
+    if spec.cwd is not None:
+        cwd = Path(spec.cwd)
+        return str(cwd if cwd.is_absolute() or base_dir is None else base_dir / cwd)
+    return str(base_dir) if base_dir is not None else None

@@ -14,7 +14,8 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from firm.errors import FirmError, ToolError
@@ -91,7 +92,8 @@ class Connection:
         timeout = self.config.timeout
         try:
             result = self.hub.run(
-                client.call_tool(tool, arguments, read_timeout_seconds=timeout), timeout + 5
+                client.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=timeout)),
+                timeout + 5,
             )
             self._last_ok = time.monotonic()
             return result
@@ -266,37 +268,58 @@ async def _list_all(client: Any) -> list[Any]:
     for _ in range(100):  # a server that pages forever is not listed forever
         page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
-        cursor = page.next_cursor
+        cursor = getattr(page, "nextCursor", None) or getattr(page, "next_cursor", None)
         if not cursor:
             break
     return tools
 
 
-def _client_for(config: ServerConfig) -> Any:
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import get_default_environment
+@contextlib.asynccontextmanager
+async def _client_for(config: ServerConfig) -> AsyncIterator[Any]:
+    """An initialised MCP client session for the server (the SDK's ClientSession)."""
+    from datetime import timedelta
 
+    from mcp import ClientSession
+
+    timeout = timedelta(seconds=config.timeout)
     if config.url is not None:
-        if config.headers:
-            import httpx2  # the SDK's HTTP client
-            from mcp.client.streamable_http import streamable_http_client
+        import httpx
+        from mcp.client.streamable_http import streamable_http_client
 
-            http = httpx2.AsyncClient(headers=dict(config.headers))
-            return Client(streamable_http_client(config.url, http_client=http))
-        return Client(config.url)
+        http = httpx.AsyncClient(
+            headers=dict(config.headers),
+            timeout=httpx.Timeout(config.timeout, read=max(config.timeout, 300)),
+        )
+        async with (
+            http,
+            streamable_http_client(config.url, http_client=http) as (read, write, _),
+            ClientSession(read, write, read_timeout_seconds=timeout) as session,
+        ):
+            await session.initialize()
+            yield session
+        return
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import get_default_environment, stdio_client
+
     argv = config.launch_argv()
     # The SDK's minimal environment (PATH, HOME, …), not all of firm's: a third-party server
     # gets the variables its entry names, never firm's model keys by accident.
     env = {**get_default_environment(), **dict(config.env), PARENT_ENV: str(os.getpid())}
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=config.cwd)
-    return Client(params)
+    with open(os.devnull, "w") as quiet:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=timeout) as session,
+        ):
+            await session.initialize()
+            yield session
 
 
 def _is_protocol_error(exc: BaseException) -> bool:
     """An error the server answered with (the connection is fine), not a broken connection."""
-    from mcp import MCPError
+    from mcp.shared.exceptions import McpError
 
-    return isinstance(exc, MCPError) and "closed" not in str(exc).lower()
+    return isinstance(exc, McpError) and "closed" not in str(exc).lower()
 
 
 def _reason(exc: BaseException) -> str:

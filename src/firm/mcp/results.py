@@ -32,26 +32,34 @@ def result_text(server: str, tool: str, result: Any, files: Files | None) -> str
         if kind == "text":
             parts.append(block.text)
         elif kind in ("image", "audio"):
-            parts.append(_save(server, tool, block.data, block.mime_type, files))
+            parts.append(_save(server, tool, block.data, field(block, "mimeType"), files))
         elif kind == "resource":
             res = block.resource
             if getattr(res, "text", None) is not None:
                 parts.append(res.text)
             else:
-                mime = getattr(res, "mime_type", None) or "application/octet-stream"
+                mime = field(res, "mimeType") or "application/octet-stream"
                 parts.append(_save(server, tool, res.blob, mime, files))
         elif kind == "resource_link":
             parts.append(f"resource: {block.uri}")
-    structured = getattr(result, "structured_content", None)
+    structured = field(result, "structuredContent")
     # Structured content is added unless a text block already carries the same JSON.
     if structured is not None and not any(_is_json_of(p, structured) for p in parts):
         parts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
     text = "\n".join(parts) if parts else "(no content)"
     if len(text) > TEXT_LIMIT:
         text = text[:TEXT_LIMIT] + f"\n… (cut: the result had {len(text)} characters)"
-    if getattr(result, "is_error", False):
+    if field(result, "isError"):
         raise ToolError(f"{server}.{tool} failed: {text}")
     return text
+
+
+def field(obj: Any, camel: str) -> Any:
+    """A field of an SDK object by its protocol name (SDK 1.x) or its snake_case name (2.x)."""
+    if hasattr(obj, camel):
+        return getattr(obj, camel)
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
+    return getattr(obj, snake, None)
 
 
 def _is_json_of(text: str, value: Any) -> bool:

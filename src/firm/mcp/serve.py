@@ -140,10 +140,11 @@ class CompanyService:
         return out
 
 
-def build_server(service: CompanyService) -> Any:
-    """The MCP server object (the SDK's MCPServer) whose tools call `service`."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+def build_server(service: CompanyService, host: str = "127.0.0.1", port: int = 8765) -> Any:
+    """The MCP server object (the SDK's FastMCP) whose tools call `service`; `host` and
+    `port` are where it listens when run over streamable HTTP."""
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
 
     def answer(call: Callable[[], T]) -> T:
         # The client sees firm's message (an unknown task, a path outside the workspace);
@@ -153,8 +154,11 @@ def build_server(service: CompanyService) -> Any:
         except FirmError as exc:
             raise ToolError(str(exc)) from None
 
-    app = MCPServer(
+    app = FastMCP(
         f"firm: {service.org.company}",
+        host=host,
+        port=port,
+        log_level="WARNING",
         instructions=(
             f"The company {service.org.company!r} run by firm. give_goal hands its top agent a "
             "goal and returns the root task's id; follow it with get_task, read what the "

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 from firm.errors import FirmError
 from firm.mcp.config import ServerConfig
 from firm.mcp.hub import Connection, McpHub
-from firm.mcp.results import result_text
+from firm.mcp.results import field, result_text
 from firm.org import McpServerSpec, OrgChart
 from firm.tools.registry import ToolContext, ToolDef
 from firm.tools.schema import SchemaError
@@ -49,7 +50,14 @@ class WorkspaceFiles:
 class McpServerSource:
     """One server of the chart's `mcp_servers:`."""
 
-    def __init__(self, name: str, spec: McpServerSpec, hub: McpHub | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: McpServerSpec,
+        hub: McpHub | None = None,
+        base_dir: Path | None = None,
+    ):
+        self.base_dir = base_dir
         self.server = name
         self.spec = spec
         self.name = f"MCP server {name!r}"
@@ -57,7 +65,7 @@ class McpServerSource:
         self._conn: Connection | None = None
 
     def open(self) -> list[ToolDef]:
-        config = ServerConfig.from_spec(self.server, self.spec)
+        config = ServerConfig.from_spec(self.server, self.spec, base_dir=self.base_dir)
         hub = self._hub or McpHub.shared()
         conn = hub.connection(config)
         conn.acquire()
@@ -115,7 +123,7 @@ class McpServerSource:
             result = conn.call(remote, arguments)
             return result_text(server, remote, result, WorkspaceFiles(ctx))
 
-        schema = dict(mcp_tool.input_schema or {"type": "object", "properties": {}})
+        schema = dict(field(mcp_tool, "inputSchema") or {"type": "object", "properties": {}})
         try:
             return ToolDef.from_schema(
                 name, description, schema, call, limits=limits, takes_context=True
@@ -126,5 +134,9 @@ class McpServerSource:
             return None
 
 
-def mcp_sources(org: OrgChart) -> list[McpServerSource]:
-    return [McpServerSource(name, spec) for name, spec in org.mcp_servers.items()]
+def server_sources(org: OrgChart, base_dir: Path | None = None) -> list[McpServerSource]:
+    """One source per server of the chart; a stdio server runs in the chart's folder unless
+    its entry says otherwise, so `args: [server.py]` means the file beside the chart."""
+    return [
+        McpServerSource(name, spec, base_dir=base_dir) for name, spec in org.mcp_servers.items()
+    ]

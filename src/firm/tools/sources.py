@@ -91,6 +91,23 @@ def module_sources(org: OrgChart, base_dir: Path | None) -> list[ToolSource]:
 register_tool_source("modules", module_sources)
 
 
+def mcp_sources(org: OrgChart, base_dir: Path | None) -> list[ToolSource]:
+    """The chart's `mcp_servers:`; the MCP SDK is imported only when a chart names one."""
+    if not org.mcp_servers:
+        return []
+    try:
+        from firm.mcp.source import server_sources
+    except ImportError as exc:
+        raise FirmError(
+            f"the chart names MCP servers ({', '.join(org.mcp_servers)}), which need the "
+            f"extra: pip install 'firm[mcp]' ({exc})"
+        ) from None
+    return list(server_sources(org, base_dir))
+
+
+register_tool_source("mcp", mcp_sources)
+
+
 def sources_for(org: OrgChart, base_dir: Path | None) -> list[ToolSource]:
     """Every source the chart names, of every registered kind, in registration order."""
     found: list[ToolSource] = []
