@@ -18,6 +18,7 @@ from firm.audit.chain import digest
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, GrantError, remaining_budget
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
+from firm.events import EventKind
 from firm.org import AgentSpec, OrgChart
 from firm.store.base import NewTask, Store
 from firm.tasks import Outcome, Priority, Status, Task
@@ -162,7 +163,7 @@ class Session(ToolContext):
         self.last_text = text
         if len(text) > THOUGHT_LIMIT:
             text = text[:THOUGHT_LIMIT] + " …"
-        self.store.append_events([("thought", self.task.id, self.agent_id, {"text": text})])
+        self.store.append_events([(EventKind.THOUGHT, self.task.id, self.agent_id, {"text": text})])
 
     def record_usage(self, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
         self._tokens_used += prompt_tokens + completion_tokens
@@ -275,7 +276,7 @@ class Session(ToolContext):
 
     def _refuse(self, name: str, message: str) -> ToolResult:
         self._write_events(
-            [("tool_error", self.task.id, self.agent_id, {"tool": name, "error": message})]
+            [(EventKind.TOOL_ERROR, self.task.id, self.agent_id, {"tool": name, "error": message})]
         )
         return ToolResult(False, f"error: {message}")
 
@@ -313,7 +314,7 @@ class Session(ToolContext):
         }
         if not ok:
             data["error"] = content[:500]
-        entry = ("tool_call", self.task.id, self.agent_id, data)
+        entry = (EventKind.TOOL_CALL, self.task.id, self.agent_id, data)
         if tool.lifecycle and ok:
             self._deferred.append(entry)
         else:
@@ -336,7 +337,7 @@ class Session(ToolContext):
             "summary": _summary(tool, args),
             **self._authority_data(tool, args, given, standing),
         }
-        self._write_events([("tool_denied", self.task.id, self.agent_id, data)])
+        self._write_events([(EventKind.TOOL_DENIED, self.task.id, self.agent_id, data)])
         if denial.code != "revoked" and self.company.on_denial(self.task, denial):
             self._revoke(
                 self.task.id,

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from firm.audit.chain import digest
 from firm.audit.keys import PRIVATE_NAME, load_or_create_key, signature_valid
 from firm.audit.verify import verify_bundle
 from tests.audit.conftest import AUDIT_CO, Audited, audit_scripts, entry, rehash
@@ -32,6 +33,9 @@ def forge_allowed_call(audited: Audited, assignee: str, checked_seq: int | None 
                     "tool": "crm.query",
                     "allowed": True,
                     "ok": True,
+                    "args_digest": digest({"rows": 1}),
+                    "result_digest": digest("1 row"),
+                    "summary": "rows=1",
                     "checked_seq": store.last_seq() if checked_seq is None else checked_seq,
                     "checked_at": round(time.time(), 6),
                     "limited_args": {"rows": 1},
@@ -280,8 +284,9 @@ def test_an_allowed_call_after_expiry_fails_containment(tmp_path: Path) -> None:
         store = firm.store
         store.append_events([(  # what an engine that skipped the expiry check would log
             "tool_call", root.id, "ceo",
-            {"tool": "files.write", "allowed": True, "ok": True,
-             "checked_seq": store.last_seq(), "checked_at": round(time.time(), 6)},
+            {"tool": "files.write", "allowed": True, "ok": True, "args_digest": digest({}),
+             "result_digest": digest(""), "summary": "", "checked_seq": store.last_seq(),
+             "checked_at": round(time.time(), 6)},
         )])  # fmt: skip
         go_on.set()
         firm.run_until(root.id, timeout=30)

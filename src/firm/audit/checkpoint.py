@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterable
 
 from firm.audit.keys import AuditKey, key_dir_for, load_or_create_key
+from firm.events import EventKind
 from firm.store.base import Event, Store
 from firm.tasks import Task
 
@@ -37,7 +38,7 @@ def sign_entry(
         "signature": key.sign_head(entry.seq, entry.hash),
         "public_key": key.public_text,
     }
-    store.append_events([("checkpoint", task_id, None, {**signed, "reason": reason})])
+    store.append_events([(EventKind.CHECKPOINT, task_id, None, {**signed, "reason": reason})])
     return signed
 
 

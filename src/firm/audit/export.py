@@ -27,10 +27,13 @@ from firm.audit.chain import digest, entry_hash
 from firm.audit.checkpoint import sign_entry
 from firm.audit.keys import AuditKey
 from firm.errors import FirmError
+from firm.events import EventKind
 from firm.store.base import Event, Store
 
 FORMAT = "firm-audit-bundle/1"
-DISCLOSED_KINDS = frozenset({"created", "delegated", "revoked", "checkpoint"})
+DISCLOSED_KINDS = frozenset(
+    {EventKind.CREATED, EventKind.DELEGATED, EventKind.REVOKED, EventKind.CHECKPOINT}
+)
 PAGE = 2000
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from firm.brains.llm_client import ModelCallError, ModelClient, Reply, Usage
 from firm.brains.llm_prompt import drop_null_optionals, system_prompt, tool_specs
+from firm.events import EventKind
 from firm.session import SessionCancelled, ToolResult
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ class SessionLoop:
         names = ", ".join(sorted(t.model_name for t in tools)) or "none"
         message = f"there is no tool {name!r} here (available: {names})"
         s.store.append_events(
-            [("tool_error", s.task_id, s.agent_id, {"tool": name, "error": message})]
+            [(EventKind.TOOL_ERROR, s.task_id, s.agent_id, {"tool": name, "error": message})]
         )
         return ToolResult(False, f"error: {message}")
 
@@ -221,7 +222,9 @@ class SessionLoop:
             raise
         except ModelCallError as err:
             self.thoughts.flush()
-            s.store.append_events([("model_error", s.task_id, s.agent_id, {"error": str(err)})])
+            s.store.append_events(
+                [(EventKind.MODEL_ERROR, s.task_id, s.agent_id, {"error": str(err)})]
+            )
             self._give_up(str(err))
             return None
         self.thoughts.flush()
@@ -248,7 +251,7 @@ class SessionLoop:
         }
         if usage.estimated:
             data["estimated"] = True
-        s.store.append_events([("model_call", s.task_id, s.agent_id, data)])
+        s.store.append_events([(EventKind.MODEL_CALL, s.task_id, s.agent_id, data)])
         return reply
 
     def _on_retry(self, attempt: int, delay: float, err: ModelCallError) -> None:
@@ -256,7 +259,7 @@ class SessionLoop:
         s.store.append_events(
             [
                 (
-                    "model_retry",
+                    EventKind.MODEL_RETRY,
                     s.task_id,
                     s.agent_id,
                     {"attempt": attempt, "delay": round(delay, 3), "error": str(err)[:500]},

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, func, text
 
 from firm.audit.chain import canonical_json, entry_hash
+from firm.events import EventKind, InvalidEvent, validate
 from firm.store import notify
 from firm.store import queries as Q
 from firm.store.base import Event
@@ -38,13 +39,13 @@ class Tx:
         """Append pending events to the chain; called last, so the head lock is held briefly."""
         if not self.pending:
             return
+        checked = [_checked(*item) for item in self.pending]  # before the head's lock
         head = Q.CHAIN_HEAD_FOR_UPDATE if self.locking else Q.CHAIN_HEAD
         seq, prev = self.conn.execute(head).one()
-        kinds = {kind for kind, *_ in self.pending}
+        kinds = {kind for kind, *_ in checked}
         rows = []
-        for kind, task_id, agent, data in self.pending:
+        for kind, task_id, agent, data in checked:
             seq += 1
-            data = json.loads(canonical_json(data))  # what is hashed is exactly what is stored
             h = entry_hash(prev, seq, self.now, kind, task_id, agent, data)
             rows.append(
                 {
@@ -62,13 +63,34 @@ class Tx:
             prev = h
         self.conn.execute(Q.INSERT_EVENTS, rows)
         if self.locking:  # delivered at commit, in commit order, and only if it commits
-            cancelled = [e.task_id for e in self.appended if e.kind == "cancelled" and e.task_id]
+            cancelled = [
+                e.task_id for e in self.appended if e.kind == EventKind.CANCELLED and e.task_id
+            ]
             note = notify.payload(seq, kinds, cancelled)
             move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
             self.conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
         else:
             self.conn.execute(Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
         self.pending.clear()
+
+
+def _checked(
+    kind: str, task_id: str | None, agent: str | None, data: dict[str, Any]
+) -> tuple[str, str | None, str | None, dict[str, Any]]:
+    """The entry as it will be stored — its data canonical, so what is checked and hashed is
+    exactly what is stored — if the event catalogue allows it; else InvalidEvent, and the
+    transaction writes nothing."""
+    try:
+        data = json.loads(canonical_json(data))
+    except (TypeError, ValueError) as exc:
+        raise InvalidEvent(
+            f"{kind} event of task {task_id}: its data is not JSON ({exc})"
+        ) from None
+    try:
+        known = validate(kind, data)
+    except InvalidEvent as exc:
+        raise InvalidEvent(f"the store refuses an event of task {task_id}: {exc}") from None
+    return known.value, task_id, agent, data
 
 
 class DbClock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from firm.events import EventKind
 from firm.tasks import Status
 from firm.teams.ledger import TeamState, read
 from firm.teams.prompts import turn_brief, worker_description
@@ -147,10 +148,12 @@ def _log_exclusion(session: Session, state: TeamState) -> None:
     if task is None or task.status != "excluded" or task.attempts[-1:] != [last.worker.id]:
         return
     data = {"task_id": task.id, "failures": len(task.failures), "reason": task.failures[-1]}
-    session.store.append_events([("team_task_excluded", session.task_id, COORDINATOR, data)])
+    session.store.append_events(
+        [(EventKind.TEAM_TASK_EXCLUDED, session.task_id, COORDINATOR, data)]
+    )
 
 
 def _ended(session: Session, status: str, reason: str | None) -> None:
     session.store.append_events(
-        [("team_ended", session.task_id, COORDINATOR, {"status": status, "reason": reason})]
+        [(EventKind.TEAM_ENDED, session.task_id, COORDINATOR, {"status": status, "reason": reason})]
     )

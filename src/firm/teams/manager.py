@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from firm.brains.llm_client import RetryPolicy
 from firm.brains.llm_loop import SessionLoop
 from firm.errors import FirmError
+from firm.events import EventKind
 from firm.teams.decision import Choices, Verdict, judge
 from firm.teams.formats import FormatFallbackClient, mode_in_effect
 from firm.teams.ledger import read
@@ -165,4 +166,6 @@ def _log(session: Session, number: int | None, verdict: Verdict, answer: str) ->
         data["reason"] = verdict.reason
     if verdict.kind == "rejected":
         data["answer"] = answer[:500]
-    session.store.append_events([("manager_decision", session.task_id, session.agent_id, data)])
+    session.store.append_events(
+        [(EventKind.MANAGER_DECISION, session.task_id, session.agent_id, data)]
+    )

@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from firm.events import EventKind
 from firm.org import LLMConfig, OrgChart, parse_org
 
 BRAIN_NAME = "team"  # the brain a team's run is stored with
@@ -38,7 +39,7 @@ TITLE_LIMIT = 200
 Process = Literal["sequential", "hierarchical"]
 ManagerOutput = Literal["json_schema", "json_object", "text"]
 MANAGER_OUTPUTS = ("json_schema", "json_object", "text")  # strictest first (formats.py)
-DOWNGRADED = "manager_output_downgraded"  # the event of a response format the API refused
+DOWNGRADED = EventKind.MANAGER_OUTPUT_DOWNGRADED  # a response format the API refused
 
 
 class _Frozen(BaseModel):

@@ -1,0 +1,399 @@
+"""Every kind of event firm writes to its log, with the shape of its data. Pure data, no I/O.
+
+The activity log and the audit trail are one table of events: a kind, the task and agent it
+concerns, and a JSON object of data. This module names each kind once (`EventKind`, a str
+enum, so the stored values are plain strings) and gives the schema of its data (a TypedDict,
+checked by pydantic). The store refuses an event whose kind is not here or whose data does
+not fit (`validate`, on the append path); readers — the verifier, the terminal, the team
+runner, the office page (through a generated `kinds.js`) — take kinds from here.
+
+Reading stays lenient: an event stored by an older version loads and verifies as it is,
+whatever its kind or data. Only what is written now must fit the catalogue.
+
+To add a kind: a member of `EventKind`, a TypedDict for its data, an entry in `CATALOGUE`,
+then regenerate the page's copy (`python -m firm.server.kinds`) and add a row to
+docs/office.md. docs/architecture.md says it at more length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, NotRequired
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
+
+from firm.errors import FirmError
+from firm.tasks import TRANSITIONS, Status
+
+KIND_MAX_LENGTH = 32  # the width of the events table's kind column
+
+
+class EventKind(StrEnum):
+    # a task's life (each moves its task to the status in CATALOGUE)
+    CREATED = "created"
+    DELEGATED = "delegated"
+    STARTED = "started"
+    WAITING = "waiting"
+    WOKEN = "woken"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REQUEUED = "requeued"
+    REVOKED = "revoked"
+    # what a session does
+    THOUGHT = "thought"
+    TOOL_CALL = "tool_call"
+    TOOL_DENIED = "tool_denied"
+    TOOL_ERROR = "tool_error"
+    # the LLM brain
+    MODEL_CALL = "model_call"
+    MODEL_RETRY = "model_retry"
+    MODEL_ERROR = "model_error"
+    # teams
+    MANAGER_DECISION = "manager_decision"
+    MANAGER_OUTPUT_DOWNGRADED = "manager_output_downgraded"
+    TEAM_TASK_EXCLUDED = "team_task_excluded"
+    TEAM_ENDED = "team_ended"
+    # the store and the audit trail
+    CHECKPOINT = "checkpoint"
+    SETTING = "setting"
+
+
+class InvalidEvent(FirmError, ValueError):
+    """An event the catalogue does not allow: an unknown kind, or data of the wrong shape."""
+
+
+# --- the data of each kind ------------------------------------------------------------------
+# Keys a writer adds only sometimes are NotRequired; any other key is refused, so a typo in a
+# writer fails its tests instead of reaching the log.
+
+Grant = dict[str, Any]  # authority/grants.Grant.to_dict(); the verifier parses it
+
+
+class Created(TypedDict):
+    title: str
+    description: str
+    priority: str
+    language: str
+    created_by: str
+    grant: Grant | None
+    brain: str
+    org_sha256: str
+
+
+class Delegated(TypedDict):
+    to: str
+    title: str
+    description: str
+    priority: str
+    language: str
+    parent_id: str
+    grant: Grant | None
+
+
+class Started(TypedDict):
+    attempt: int
+    turn: int
+    worker: str
+
+
+class Waiting(TypedDict):
+    open_subtasks: int
+
+
+class Woken(TypedDict):
+    immediately: NotRequired[bool]  # its reports had all ended before its turn did
+    recovered: NotRequired[bool]  # woken by recovery at start-up
+
+
+class Completed(TypedDict):
+    result: str | None
+    files: list[str]
+
+
+class Failed(TypedDict):
+    error: str | None
+
+
+class Cancelled(TypedDict):
+    reason: str
+    by: str
+
+
+class Requeued(TypedDict):
+    reason: str
+    cause: NotRequired[str]  # worker_dead | lease_expired (recovery)
+    attempt: NotRequired[int]
+    worker: NotRequired[str | None]
+
+
+class Revoked(TypedDict):
+    reason: str
+    by: str
+    origin: str  # the task whose revocation reached this one
+
+
+class Thought(TypedDict):
+    text: str
+
+
+class ToolCall(TypedDict):
+    tool: str
+    allowed: bool
+    ok: bool
+    args_digest: str
+    result_digest: str
+    summary: str
+    checked_seq: int
+    checked_at: float
+    limited_args: NotRequired[dict[str, Any]]
+    ceilings: NotRequired[dict[str, str]]
+    error: NotRequired[str]
+    superseded: NotRequired[bool]  # written after its session was cut off
+
+
+class ToolDenied(TypedDict):
+    tool: str
+    allowed: bool
+    code: str
+    reason: str
+    args_digest: str
+    summary: str
+    checked_seq: int
+    checked_at: float
+    limited_args: NotRequired[dict[str, Any]]
+    ceilings: NotRequired[dict[str, str]]
+    superseded: NotRequired[bool]
+
+
+class ToolErrorData(TypedDict):
+    tool: str
+    error: str
+
+
+class ModelCall(TypedDict):
+    model: str
+    call: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None
+    tool_calls: list[str]
+    finish_reason: str | None
+    seconds: float
+    estimated: NotRequired[bool]
+
+
+class ModelRetry(TypedDict):
+    attempt: int
+    delay: float
+    error: str
+
+
+class ModelError(TypedDict):
+    error: str
+
+
+class ManagerDecision(TypedDict):
+    turn: int | None
+    verdict: str  # execute | stop | reselected | rejected
+    task_id: NotRequired[str]
+    agent_name: NotRequired[str]
+    reason: NotRequired[str]
+    answer: NotRequired[str]
+
+
+# "from" is a keyword, hence the functional form.
+ManagerOutputDowngraded = TypedDict(
+    "ManagerOutputDowngraded", {"turn": int, "from": str, "to": str, "error": str}
+)
+
+
+class TeamTaskExcluded(TypedDict):
+    task_id: str
+    failures: int
+    reason: str
+
+
+class TeamEnded(TypedDict):
+    status: str
+    reason: str | None
+
+
+class Checkpoint(TypedDict):
+    seq: int
+    hash: str
+    signature: str
+    public_key: str
+    reason: str
+
+
+class Setting(TypedDict):
+    max_running: int | None
+
+
+# --- the catalogue --------------------------------------------------------------------------
+
+# Strict: no coercion ("3" is not an int), so what is checked is what is stored.
+_CONFIG = ConfigDict(strict=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    kind: EventKind
+    doc: str  # one line: what happened
+    data: type  # the TypedDict of its data
+    status: Status | None = None  # the status its task is in after it
+    creates: bool = False  # it brings its task into being
+    adapter: TypeAdapter[Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Every kind's data is checked the same way (pydantic reads a TypedDict's config from
+        # this attribute). The adapter is built once, here: compiling it is the costly part.
+        self.data.__pydantic_config__ = _CONFIG  # type: ignore[attr-defined]
+        object.__setattr__(self, "adapter", TypeAdapter(self.data))
+
+
+def _spec(kind: EventKind, doc: str, data: type, **kw: Any) -> tuple[EventKind, KindSpec]:
+    return kind, KindSpec(kind, doc, data, **kw)
+
+
+K = EventKind
+CATALOGUE: dict[EventKind, KindSpec] = dict(
+    [
+        _spec(K.CREATED, "a goal was given", Created, status=Status.TODO, creates=True),
+        _spec(
+            K.DELEGATED,
+            "a manager handed out a subtask",
+            Delegated,
+            status=Status.TODO,
+            creates=True,
+        ),
+        _spec(K.STARTED, "a session began on the task", Started, status=Status.IN_PROGRESS),
+        _spec(K.WAITING, "the manager waits on its reports", Waiting, status=Status.WAITING),
+        _spec(K.WOKEN, "the manager's reports have all ended", Woken, status=Status.TODO),
+        _spec(K.COMPLETED, "the task is done", Completed, status=Status.DONE),
+        _spec(K.FAILED, "the task failed", Failed, status=Status.FAILED),
+        _spec(K.CANCELLED, "the task was cancelled", Cancelled, status=Status.CANCELLED),
+        _spec(K.REQUEUED, "a session was lost; back in the queue", Requeued, status=Status.TODO),
+        _spec(K.REVOKED, "the task's authority was revoked", Revoked),
+        _spec(K.THOUGHT, "the agent's thinking", Thought),
+        _spec(K.TOOL_CALL, "a tool ran", ToolCall),
+        _spec(K.TOOL_DENIED, "a tool call was refused by the authority check", ToolDenied),
+        _spec(K.TOOL_ERROR, "a tool call the model got wrong", ToolErrorData),
+        _spec(K.MODEL_CALL, "the LLM brain called its model", ModelCall),
+        _spec(K.MODEL_RETRY, "a model call is retried", ModelRetry),
+        _spec(K.MODEL_ERROR, "a model call failed for good", ModelError),
+        _spec(K.MANAGER_DECISION, "a team's manager decided its turn", ManagerDecision),
+        _spec(
+            K.MANAGER_OUTPUT_DOWNGRADED,
+            "the model API refused the manager's answer format; a weaker one is used",
+            ManagerOutputDowngraded,
+        ),
+        _spec(
+            K.TEAM_TASK_EXCLUDED, "a team task failed too often and is left out", TeamTaskExcluded
+        ),
+        _spec(K.TEAM_ENDED, "a team's run ended", TeamEnded),
+        _spec(K.CHECKPOINT, "the audit log's head was signed", Checkpoint),
+        _spec(K.SETTING, "a store-wide setting changed", Setting),
+    ]
+)
+del K
+
+
+def kinds_into(*statuses: Status) -> frozenset[EventKind]:
+    """The kinds that move their task into one of these statuses."""
+    return frozenset(k for k, s in CATALOGUE.items() if s.status in statuses)
+
+
+# Groups readers use, derived so they cannot disagree with the catalogue.
+CREATION = frozenset(k for k, s in CATALOGUE.items() if s.creates)
+TO_TODO = kinds_into(Status.TODO)  # new work for the scheduler
+ENDINGS = kinds_into(*(s for s in Status if s.terminal))
+
+
+def validate(kind: str, data: Any) -> EventKind:
+    """The kind, if `kind` and `data` are an event the catalogue allows; else InvalidEvent."""
+    spec = CATALOGUE.get(kind)  # type: ignore[call-overload]  # str keys find the members
+    if spec is None:
+        raise InvalidEvent(
+            f"unknown event kind {kind!r}: add it to firm.events (known: "
+            f"{', '.join(sorted(CATALOGUE))})"
+        )
+    try:
+        spec.adapter.validate_python(data)
+    except ValidationError as exc:
+        raise InvalidEvent(f"{spec.kind} event: {_problems(exc)}") from None
+    return spec.kind
+
+
+def _problems(exc: ValidationError) -> str:
+    out = []
+    for err in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "data"
+        out.append(f"{where}: {err['msg']}")
+    return "; ".join(out)
+
+
+# --- the task state machine, read from a log --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    seq: int
+    kind: EventKind
+    task_id: str
+    old: Status | None  # None: the task had no status yet (this event created it)
+    new: Status
+
+
+def status_changes(entries: Iterable[tuple[int, str, str | None]]) -> Iterator[StatusChange]:
+    """Each task's status changes, from (seq, kind, task_id) in log order. A task is followed
+    from its creation; the changes of tasks created before the entries begin are skipped."""
+    status: dict[str, Status] = {}
+    for seq, kind, task_id in entries:
+        spec = CATALOGUE.get(kind)  # type: ignore[call-overload]
+        if spec is None or spec.status is None or task_id is None:
+            continue
+        if spec.creates or task_id in status:
+            yield StatusChange(seq, spec.kind, task_id, status.get(task_id), spec.status)
+            status[task_id] = spec.status
+
+
+def transition_problems(
+    entries: Iterable[tuple[int, str, str | None]], tasks: set[str] | None = None
+) -> list[str]:
+    """Every recorded status change (of `tasks`, or of all) the state machine does not allow:
+    tasks.TRANSITIONS, applied to the log."""
+    problems = []
+    for c in status_changes(entries):
+        if tasks is not None and c.task_id not in tasks:
+            continue
+        if c.kind in CREATION:
+            if c.old is not None:
+                problems.append(f"entry {c.seq} ({c.kind}) creates task {c.task_id} again")
+        elif c.old is not None and c.new not in TRANSITIONS[c.old]:
+            problems.append(
+                f"entry {c.seq} ({c.kind}) moves task {c.task_id} from {c.old} to {c.new}, "
+                "which the task state machine does not allow"
+            )
+    return problems
+
+
+# --- the catalogue as data, for the page and for API clients --------------------------------
+
+
+def catalogue_data() -> dict[str, Any]:
+    """The catalogue as JSON: each kind's description, status and data schema."""
+    kinds = {}
+    for kind, spec in CATALOGUE.items():
+        schema = spec.adapter.json_schema()
+        kinds[str(kind)] = {
+            "doc": spec.doc,
+            "status": str(spec.status) if spec.status else None,
+            "creates": spec.creates,
+            "data": schema,
+        }
+    return {"kinds": kinds}
