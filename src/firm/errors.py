@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -57,3 +58,12 @@ class WorkspaceError(FirmError):
 
 class ToolError(FirmError):
     """A tool was called wrongly; the message goes back to the model so it can correct itself."""
+
+
+def some_of(names: Iterable[str], shown: int = 20) -> str:
+    """The first `shown` names, comma-separated, and how many more: an error line about a
+    100,000-agent chart stays one readable line, not hundreds of kilobytes."""
+    names = list(names)
+    head = ", ".join(names[:shown])
+    rest = len(names) - shown
+    return f"{head}, … and {rest:,} more" if rest > 0 else head

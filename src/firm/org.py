@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from firm.errors import OrgChartError, Problem
+from firm.errors import OrgChartError, Problem, some_of
 from firm.yamltext import load_plain
 
 AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -365,7 +365,7 @@ def _structure_problems(
                     file,
                     lines.get(("agents", i, "reports_to")),
                     f"agents[{i}].reports_to",
-                    f"{boss!r} names no agent (known: {', '.join(known)})",
+                    f"{boss!r} names no agent (known: {some_of(known)})",
                 )
             )
     if problems:
@@ -446,16 +446,15 @@ def top_agent(org: OrgChart, to: str | None = None) -> AgentSpec:
     file, lines = org._file, org._lines
     if to is not None:
         if not org.has_agent(to):
-            known = ", ".join(a.id for a in org.agents)
+            known = some_of(a.id for a in org.agents)
             raise OrgChartError(
                 [Problem(file, None, "--to", f"{to!r} names no agent (known: {known})")]
             )
         return org.agent(to)
     roots = org.roots()
     if len(roots) > 1:
-        where = ", ".join(
-            f"{r.id} (line {lines.get(('agents', org.agents.index(r), 'id'))})" for r in roots
-        )
+        index = {a.id: i for i, a in enumerate(org.agents)}
+        where = some_of(f"{r.id} (line {lines.get(('agents', index[r.id], 'id'))})" for r in roots)
         raise OrgChartError(
             [
                 Problem(

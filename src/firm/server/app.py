@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import firm
 from firm.server import live, routes, runs
+from firm.server.limits import RequestLimits
 from firm.server.office import Office
 
 # The page loads nothing from elsewhere, runs no inline script and talks only to its origin.
@@ -141,6 +142,7 @@ def create_app(office: Office) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.office = office
+    app.add_middleware(RequestLimits)
     app.add_middleware(_SecurityHeaders)
     routes.install_error_handlers(app)
     app.include_router(routes.build_router(office))

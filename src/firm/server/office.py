@@ -16,7 +16,7 @@ from firm.api import Firm
 from firm.authority.grants import GrantRequest
 from firm.brains import make_brain
 from firm.engine import resolve_workspace
-from firm.errors import FirmError, TaskNotFound
+from firm.errors import FirmError, TaskNotFound, some_of
 from firm.org import OrgChart, load_org
 from firm.server.access import AccessPolicy
 from firm.server.hub import EventHub
@@ -76,10 +76,10 @@ class Office:
 
     def submit(self, goal: str, *, to: str | None, priority: str, language: str | None) -> Task:
         if to is not None and not self.org.has_agent(to):
-            known = ", ".join(a.id for a in self.org.agents)
+            known = some_of(a.id for a in self.org.agents)
             raise UnknownAgent(f"{to!r} is not an agent of {self.org.company} (known: {known})")
         if to is None and len(self.org.roots()) > 1:
-            tops = ", ".join(a.id for a in self.org.roots())
+            tops = some_of(a.id for a in self.org.roots())
             raise UnknownAgent(
                 f"{self.org.company} has several top agents ({tops}); say which one in 'to'"
             )

@@ -8,6 +8,7 @@ failure a caller can cause is a 4xx with a sentence saying why.
 
 # No `from __future__ import annotations` here: FastAPI reads these handlers' annotations at
 # run time, and the goal model is local to build_router.
+import math
 import os
 import stat
 from collections.abc import Callable
@@ -247,6 +248,8 @@ def printable(value: Any) -> Any:
         return {printable(str(k)): printable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [printable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and the infinities: JSON has no spelling for them
     if value is None or isinstance(value, bool | int | float):
         return value
     return printable(str(value))

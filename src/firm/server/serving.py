@@ -13,6 +13,7 @@ from firm.errors import FirmError
 from firm.server.access import is_loopback
 from firm.server.app import create_app
 from firm.server.office import Office
+from firm.server.timeouts import IDLE_TIMEOUT, TimedH11Protocol
 
 
 def listens_everywhere(host: str) -> bool:
@@ -78,6 +79,9 @@ class OfficeServer:
             timeout_graceful_shutdown=5,
             ws_ping_interval=20,
             ws_ping_timeout=20,
+            http=TimedH11Protocol,
+            timeout_keep_alive=IDLE_TIMEOUT,
+            h11_max_incomplete_event_size=64 * 1024,
         )
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from firm.errors import OrgChartError, Problem
+from firm.errors import OrgChartError, Problem, some_of
 from firm.org import LLMConfig, _dup_keys, _line_map, _pydantic_problems
 from firm.teams.spec import TASK_ID, normalise_name
 from firm.teams.team import Agent, Task, Team
@@ -346,7 +346,7 @@ def _check_references(
             problems.append(
                 task_doc.problem(
                     (*where, "agent"),
-                    f"{t.agent!r} names no agent (known: {', '.join(agent_keys)})",
+                    f"{t.agent!r} names no agent (known: {some_of(agent_keys)})",
                 )
             )
         if t.agent is None and entry.process == "sequential":

@@ -86,7 +86,7 @@ class Workspace:
             except FileNotFoundError:
                 continue  # the rest does not exist yet (a write will create it)
             if stat.S_ISLNK(st.st_mode):
-                target = current.resolve()
+                target = _real(current, path)
                 if not target.is_relative_to(self.root):
                     raise WorkspaceError(
                         f"{path!r} goes through a symlink that points outside the workspace"
@@ -94,7 +94,7 @@ class Workspace:
                 current = target
                 linked = True
         # With no symlink on the way, root/norm is already the real path.
-        final = current.resolve() if linked else current
+        final = _real(current, path) if linked else current
         if not final.is_relative_to(self.root):
             raise WorkspaceError(f"{path!r} leaves the workspace")
         return final
@@ -182,7 +182,7 @@ class Workspace:
             parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
-        if not parent.resolve().is_relative_to(self.root):
+        if not _real(parent, path).is_relative_to(self.root):
             raise WorkspaceError(f"{path!r} leaves the workspace")
         fd, tmp = tempfile.mkstemp(prefix=".firm-", suffix=".tmp", dir=parent)
         try:
@@ -211,9 +211,18 @@ class Workspace:
                 if name.startswith(".firm-") and name.endswith(".tmp"):
                     continue
                 full = Path(dirpath) / name
-                if full.is_symlink() and not full.resolve().is_relative_to(self.root):
-                    continue  # a way out is not a file of the workspace
-                out.append(full.relative_to(self.root).as_posix())
+                shown = full.relative_to(self.root).as_posix()
+                if full.is_symlink():
+                    try:
+                        real = _real(full, shown)
+                    except WorkspaceError:
+                        # One bad link must not hide the rest: it is listed, saying why it
+                        # cannot be read.
+                        out.append(f"{shown} (unreadable: a symlink loop)")
+                        continue
+                    if not real.is_relative_to(self.root):
+                        continue  # a way out is not a file of the workspace
+                out.append(shown)
                 if len(out) >= self.limits.max_list_entries:
                     return out
         return out
@@ -239,3 +248,16 @@ class Workspace:
         with self._count_lock:
             if self._file_count:
                 self._file_count -= 1
+
+
+def _real(path: Path, shown: str) -> Path:
+    """`path` with every symlink followed; a loop of links is the caller's clear error, never
+    the RuntimeError (or ELOOP) resolving one raises."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise WorkspaceError(f"{shown!r} goes through a symlink loop") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise WorkspaceError(f"{shown!r} goes through a symlink loop") from None
+        raise
