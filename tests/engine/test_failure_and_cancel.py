@@ -58,12 +58,25 @@ def test_when_every_report_fails_the_manager_fails_and_the_failure_climbs(
         done = engine.run_until(root.id, timeout=60)
     tasks = {t.assignee: t for t in store.subtree(root.id)}
     assert tasks["cmo"].status == Status.FAILED
-    assert "every subtask failed" in (tasks["cmo"].error or "")
+    assert (tasks["cmo"].error or "").startswith("all 2 subtasks failed; first: ")
     assert (
         f"[{tasks['cmo'].id}] Marketing plan: Launch the app (assigned to cmo) → failed"
         in (briefs["ceo"][-1])
     )
     assert done.status == Status.DONE  # the CEO still delivers the technical half
+
+
+def test_a_failure_that_climbs_a_deep_tree_stays_short_at_the_root(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    brain, _ = recording_sim(fail_agents=["maya", "omar", "gabriel", "hana"])
+    with Engine(store, heartbeat=0.2, brain=brain) as engine:
+        root = engine.submit(three_levels, "Launch the app", workspace=tmp_path / "ws")
+        done = engine.run_until(root.id, timeout=60)
+    assert done.status == Status.FAILED
+    error = done.error or ""
+    assert error.startswith("all 2 subtasks failed; first: ")
+    assert len(error) < 400, error
 
 
 def test_cancelling_a_subtree_stops_running_sessions_and_wakes_the_parent(

@@ -29,10 +29,13 @@ def test_a_finished_team_returns_at_once(
     assert team.start() == "Article."
     asked = len(server.requests)
 
+    first = team.run_id
     assert team.start() == "Article."
     again = team.start(return_dict=True)
     assert again["task_results"] == {"research": "Trends.", "write": "Article."}
-    assert again["manager"]["turns"] == []
+    # The trace of the run that finished stays, as a new process would read it from the store.
+    assert again["run_id"] == first is not None
+    assert [t["task_id"] for t in again["manager"]["turns"]] == ["research", "write"]
     assert len(server.requests) == asked  # no model call
     assert len(roots(db)) == 1  # no new run
 

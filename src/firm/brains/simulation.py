@@ -19,6 +19,7 @@ from firm.tasks import Status, normalise_title
 if TYPE_CHECKING:
     from firm.org import AgentSpec
     from firm.session import Session
+    from firm.tasks import Task
 
 # Title keywords → the kind of work a person with that title delivers. First match wins, so
 # specific roles come before general ones.
@@ -51,6 +52,24 @@ ROLES: list[tuple[str, str]] = [
 
 
 _AREAS = frozenset(area for _, area in ROLES)
+
+
+def _may_write(session: Session) -> bool:
+    return any(t.name == "files.write" for t in session.tools())
+
+
+# A failure travels up the tree; each level quotes only the first reason, cut short, so the
+# root's reason stays a line or two however deep the tree is.
+REASON_CHARS = 240
+
+
+def failure_summary(failed: list[Task]) -> str:
+    first = failed[0]
+    reason = " ".join((first.error or "no reason given").split())
+    if len(reason) > REASON_CHARS:
+        reason = reason[: REASON_CHARS - 1] + "…"
+    head = "the subtask failed" if len(failed) == 1 else f"all {len(failed)} subtasks failed"
+    return f"{head}; first: {first.title} ({first.assignee}, {first.status}): {reason}"
 
 
 def work_area(agent: AgentSpec) -> str:
@@ -189,6 +208,12 @@ class SimulationBrain:
                 "",
             ]
         )
+        if not _may_write(session):
+            # The grant leaves out files.write: deliver the result as text, as a model would.
+            session.sleep(self.linger)
+            result = f"{area} for '{goal}' (no file: this task may not write files)."
+            session.call("complete_task", {"result": result, "files": []})
+            return None
         written = session.call("files.write", {"path": path, "content": body})
         if not written.ok:
             session.call("fail_task", {"reason": f"could not write {path}: {written.content}"})
@@ -207,8 +232,7 @@ class SimulationBrain:
         failed = [t for t in subtasks if t.status in (Status.FAILED, Status.CANCELLED)]
         goal = goal_of(task.title)
         if not done:
-            reasons = "; ".join(f"{t.title} → {t.status}: {t.error}" for t in failed)
-            session.call("fail_task", {"reason": f"every subtask failed: {reasons}"})
+            session.call("fail_task", {"reason": failure_summary(failed)})
             return None
         area = work_area(me) if task.parent_id else "Report"
         path = f"{me.id}/{task.id}-report.md"
@@ -220,8 +244,10 @@ class SimulationBrain:
                 lines += [f"- [{f}]({f})" for f in t.files] + [""]
             else:
                 lines += [f"Not delivered: {t.error}", ""]
-        session.call("files.write", {"path": path, "content": "\n".join(lines)})
-        files = [path] + [f for t in done for f in t.files]
+        files = [f for t in done for f in t.files]
+        if _may_write(session):
+            session.call("files.write", {"path": path, "content": "\n".join(lines)})
+            files.insert(0, path)
         summary = [f"{area} for '{goal}': merged {len(done)} deliverable(s)."]
         summary += [
             f"- {t.title} by {t.assignee}: {', '.join(t.files) or 'no files'}" for t in done

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from firm.api import Firm
+from firm.authority import scopes as sc
 from firm.authority.grants import GrantError, GrantRequest
-from firm.cli.common import DbOption, JsonOption, console, print_json
+from firm.cli.common import DbOption, JsonOption, console, err_console, print_json
 from firm.errors import FirmError
+from firm.org import OrgChart, load_org, top_agent
 
 GrantOption = Annotated[
     list[str] | None,
@@ -81,3 +84,34 @@ def revoke(
 
 def register(app: typer.Typer) -> None:
     app.command()(revoke)
+
+
+def grant_warnings(org: OrgChart, to: str | None, request: GrantRequest | None) -> list[str]:
+    """What a --grant means when it matches nothing the top agent holds, said before the run
+    starts: a pattern that meets none of its tools ∪ can_grant adds nothing, and a grant left
+    empty means no agent in the run may call a tool (they can still delegate and report)."""
+    if request is None or request.tools is None:
+        return []
+    agent = top_agent(org, to)
+    held = (*org.tools_of(agent.id), *agent.can_grant)
+    shown = ", ".join(held) or "none"
+    warnings = [
+        f"--grant {pattern!r} matches no tool {agent.id} holds (tools ∪ can_grant: {shown}); "
+        "it grants nothing"
+        for pattern in request.tools
+        if not sc.intersect((pattern,), held)
+    ]
+    if warnings and not sc.intersect(request.tools, held):
+        warnings.append(
+            f"this run may call no tools: {agent.id} and its reports can only delegate and "
+            "report, and write no files"
+        )
+    return warnings
+
+
+def warn_about_grant(org: OrgChart | Path, to: str | None, request: GrantRequest | None) -> None:
+    if request is None or request.tools is None:
+        return
+    chart = org if isinstance(org, OrgChart) else load_org(org)
+    for warning in grant_warnings(chart, to, request):
+        err_console.print(f"[yellow]warning:[/] {warning}")

@@ -16,7 +16,14 @@ from typing import Annotated
 import typer
 
 from firm.api import Firm
-from firm.cli.authority import BudgetOption, GrantOption, LimitOption, TtlOption, grant_request
+from firm.cli.authority import (
+    BudgetOption,
+    GrantOption,
+    LimitOption,
+    TtlOption,
+    grant_request,
+    warn_about_grant,
+)
 from firm.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
@@ -197,6 +204,7 @@ def submit(
     """Store a goal for the workers and return its root task id at once (nothing runs here).
     Takes the brain options `firm run` takes; they are stored with the run."""
     request = grant_request(grant, limit, ttl, budget)
+    warn_about_grant(org_file, to, request)
     options = brain_options(
         brain,
         sim_latency=sim_latency,

@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from firm.api import Firm
-from firm.cli.authority import BudgetOption, GrantOption, LimitOption, TtlOption, grant_request
+from firm.cli.authority import (
+    BudgetOption,
+    GrantOption,
+    LimitOption,
+    TtlOption,
+    grant_request,
+    warn_about_grant,
+)
 from firm.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
@@ -100,6 +107,7 @@ def run(
     """Give the company a goal and watch it work, to the end."""
     request = grant_request(grant, limit, ttl, budget)
     org = load_org(org_file)
+    warn_about_grant(org, to, request)
     options = brain_options(
         brain,
         sim_latency=sim_latency,

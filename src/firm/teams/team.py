@@ -20,6 +20,7 @@ See docs/teams.md.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,10 @@ class Team:
     def _from_memory(self, spec: TeamSpec, return_dict: bool) -> Any:
         if not return_dict:
             return self.tasks[-1].output
+        last_run = self.result or {}
+        if self.run_id is not None and last_run.get("run_id") == self.run_id:
+            # The run that finished here: the same answer a new process reads from the store.
+            return copy.deepcopy(last_run)
         ids = [t.id for t in spec.tasks]
         last = (self.result or {}).get("manager") or {}
         manager = {

@@ -19,6 +19,7 @@ names the agent and step, so a missing rule is plain to see.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -335,6 +336,8 @@ def _autopilot(req: ModelRequest) -> Reply:
     title = req.goal or "the task"
     if req.step > 0 and req.tool_results and any(r.startswith("error") for r in req.tool_results):
         return calls(fail("autopilot: a tool failed: " + req.tool_results[-1][:300]))
+    if _TEAM_MANAGER in req.system:
+        return _team_decision(req)
     reports = req.reports
     if reports and not req.woken:
         return calls(
@@ -344,6 +347,10 @@ def _autopilot(req: ModelRequest) -> Reply:
             ],
             text=f"Splitting '{title}' among {len(reports)} reports.",
         )
+    if "files_write" not in req.tool_names:
+        # Not allowed to write: deliver the result as text, as a careful model would.
+        done = "merged the results for" if req.woken else "delivered"
+        return calls(complete(f"{agent} {done} '{title}'.\n\n{req.brief[:2000]}"))
     path = f"{agent}/{_slug(title)}.md"
     if req.woken:
         body = f"# Report: {title}\n\n{req.brief}\n"
@@ -352,6 +359,30 @@ def _autopilot(req: ModelRequest) -> Reply:
         body = f"# {title}\n\nDeliverable by {agent}.\n"
         summary = f"{agent} delivered '{title}' in {path}."
     return calls(write_file(path, body), complete(summary, [path]))
+
+
+# How a team manager's turn reads (firm.process.prompts): the team in the system prompt, the
+# task list in the brief. The autopilot runs the first open task with the member it is meant
+# for (or the first member), and stops when none is open.
+_TEAM_MANAGER = ": the manager of the team "
+_TEAM_MEMBER = re.compile(r"^- (?P<name>.+?) — ", re.MULTILINE)
+_TEAM_TASK = re.compile(
+    r"^- (?P<id>\S+) \[(?P<status>not started|failed [^\]]*may be tried again)\]:.*"
+    r"(?:\n  Expected output:.*)?(?:\n  Meant for: (?P<agent>.+))?",
+    re.MULTILINE,
+)
+
+
+def _team_decision(req: ModelRequest) -> Reply:
+    team = req.system.partition("Your team:\n")[2]
+    members = [m["name"] for m in _TEAM_MEMBER.finditer(team.partition("\n\n")[0])]
+    task = _TEAM_TASK.search(req.brief.partition("Earlier turns of this run:")[0])
+    if task is None or not members:
+        decision = {"task_id": "", "agent_name": "", "action": "stop"}
+    else:
+        who = (task["agent"] or members[0]).strip()
+        decision = {"task_id": task["id"], "agent_name": who, "action": "execute"}
+    return text(json.dumps(decision))
 
 
 def _slug(text: str, limit: int = 40) -> str:
