@@ -56,3 +56,29 @@ def test_bad_run_options_are_one_clear_line(tmp_path: Path) -> None:
         assert out.returncode == 2, (args, out.stderr)
         said = " ".join(out.stderr.split())  # the terminal may wrap the line
         assert message in said and "Traceback" not in said
+
+
+def test_a_grant_that_matches_nothing_the_top_agent_holds_is_said_before_the_run(
+    tmp_path: Path,
+) -> None:
+    """The README's example on the chart `firm init` writes: the CEO holds files.* only."""
+    firm_cli("init", "acme", cwd=tmp_path, check=True)
+    out = firm_cli(
+        "run", "acme/company.yaml", "Clean up the CRM",
+        "--grant", "crm.query", "--limit", "max_rows=100", "--ttl", "3600",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "--grant 'crm.query' matches no tool ceo holds" in out.stderr
+    assert "this run may call no tools" in out.stderr
+    # Nobody wrote a file the grant leaves out; every task still delivered, in text.
+    assert not (tmp_path / "workspace").exists() or not any((tmp_path / "workspace").rglob("*.md"))
+    assert "Tasks: 7 done" in out.stdout
+    assert "denied" not in out.stdout
+
+
+def test_a_grant_within_the_top_agents_tools_says_nothing(tmp_path: Path) -> None:
+    firm_cli("init", "acme", cwd=tmp_path, check=True)
+    out = firm_cli("run", "acme/company.yaml", "Ship it", "--grant", "files.*", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "warning" not in out.stderr
