@@ -12,7 +12,7 @@ from pathlib import Path
 
 from firm.brains.simulation import SimulationBrain
 from firm.engine import Engine
-from firm.engine.scheduler import _HOST, _LIVE_WORKERS, worker_alive
+from firm.engine.workers import HOST, worker_alive, worker_stopped
 from firm.org import OrgChart
 from firm.session import Session
 from firm.store import NewTask, RunSpec, SqlStore
@@ -31,7 +31,7 @@ def dead_pid() -> int:
 def test_recovery_requeues_orphans_and_wakes_managers_with_nothing_open(store: SqlStore) -> None:
     # A session of a process that died on this host: requeued at once.
     a = store.create_run(RUN, NewTask("A", "", "ceo", "user"))
-    store.claim(f"{_HOST}:{dead_pid()}:abc", 1, 3600)
+    store.claim(f"{HOST}:{dead_pid()}:abc", 1, 3600)
     # A session held by a live worker on another machine with a valid lease: left alone.
     b = store.create_run(RUN, NewTask("B", "", "ceo", "user"))
     store.claim("elsewhere:1:xyz", 1, 3600)
@@ -63,10 +63,10 @@ def test_recovery_requeues_orphans_and_wakes_managers_with_nothing_open(store: S
 
 
 def test_worker_liveness() -> None:
-    assert worker_alive(f"{_HOST}:{dead_pid()}:x") is False
-    assert worker_alive(f"{_HOST}:{os.getppid()}:x") is True
+    assert worker_alive(f"{HOST}:{dead_pid()}:x") is False
+    assert worker_alive(f"{HOST}:{os.getppid()}:x") is True
     assert worker_alive("some-other-host:1:x") is None
-    assert worker_alive(f"{_HOST}:{os.getpid()}:not-running-here") is False
+    assert worker_alive(f"{HOST}:{os.getpid()}:not-running-here") is False
 
 
 def test_an_interrupted_manager_resumes_without_delegating_twice(
@@ -97,7 +97,7 @@ def test_an_interrupted_manager_resumes_without_delegating_twice(
         time.sleep(0.02)
     # Simulate the first engine's process dying: it stops claiming and is no longer alive.
     first._stop.set()
-    _LIVE_WORKERS.discard(first.worker_id)
+    worker_stopped(first.worker_id)
 
     with Engine(store, heartbeat=0.2, brain=brain) as second:
         done = second.run_until(root.id, timeout=60)

@@ -11,14 +11,14 @@ so no task waits for its own worker to come back. Session execution is therefore
 a session cut off mid-turn is re-run from the start of its turn elsewhere, and delegation is
 idempotent per (parent, turn, assignee, title) so the re-run finds its subtasks instead of
 making them again. On PostgreSQL, nudges and cancellations arrive by LISTEN/NOTIFY.
+
+What a new run is made of lives in engine/runs.py, and worker ids and telling a dead worker
+from a live one in engine/workers.py; this module only schedules.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -28,15 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from firm.audit.checkpoint import Checkpointer
-from firm.authority.grants import GrantError, GrantRequest, root_grant
+from firm.authority.grants import GrantRequest
 from firm.brains import Brain
 from firm.engine.brief import build_brief
 from firm.engine.company import Company
+from firm.engine.runs import prepare_run
+from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
-from firm.language import detect_language
-from firm.org import OrgChart, top_agent
+from firm.org import OrgChart
 from firm.session import Session, SessionCancelled
-from firm.store.base import Event, NewTask, RunSpec, Store
+from firm.store.base import Event, Store
 from firm.store.notify import StoreSignal
 from firm.store.retry import StoreUnavailable
 from firm.tasks import Outcome, Priority, Status, Task
@@ -45,53 +46,8 @@ log = logging.getLogger("firm.engine")
 
 Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
-_HOST = socket.gethostname()
 _NEW_WORK = frozenset({"created", "delegated", "woken", "requeued"})
 _ENDINGS = frozenset({"completed", "failed", "cancelled"})
-_LIVE_WORKERS: set[str] = set()  # engines running in this process
-
-
-def make_worker_id() -> str:
-    return f"{_HOST}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-def worker_alive(worker_id: str) -> bool | None:
-    """Whether a worker is alive: known for processes on this host, None for other hosts."""
-    try:
-        host, pid_text, _ = worker_id.rsplit(":", 2)
-        pid = int(pid_text)
-    except ValueError:
-        return None
-    if host != _HOST:
-        return None
-    if pid == os.getpid():
-        return worker_id in _LIVE_WORKERS
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a killed process its parent has not reaped yet is a zombie: dead for our purposes
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
-
-
-def resolve_workspace(org: OrgChart, workspace: str | Path | None = None) -> Path:
-    """Where a run works: the folder given, else the chart's (beside its file), else ./workspace."""
-    ws = Path(workspace or org.workspace or "workspace")
-    if not ws.is_absolute() and org.workspace and workspace is None and "<" not in org.source:
-        ws = Path(org.source).parent / ws
-    return ws.resolve()
-
-
-def _absolute_source(source: str) -> str:
-    """The chart's file as an absolute path, so a resume from another folder (or machine
-    with the same layout) finds the tool modules named relative to it."""
-    path = Path(source)
-    return str(path.resolve()) if path.is_file() else source
 
 
 class Engine:
@@ -162,49 +118,29 @@ class Engine:
         `grant` narrows the top agent's authority for this run: a GrantRequest or a dict with
         any of tools (names or globs), limits (ceilings), ttl (seconds), budget_tokens.
         """
-        goal = goal.strip()
-        if not goal:
-            raise FirmError("the goal is empty")
-        agent = top_agent(org, to)
-        try:
-            authority = root_grant(org, agent.id, grant, time.time())
-        except GrantError as exc:
-            raise FirmError(f"the grant asked for is malformed: {exc}") from None
-        ws = resolve_workspace(org, workspace)
-        first_line = goal.splitlines()[0].strip()
-        title = first_line if len(first_line) <= 200 else first_line[:197] + "…"
-        run = RunSpec(
-            org_yaml=org_yaml or org.to_yaml(),
-            org_source=_absolute_source(org.source),
+        new = prepare_run(
+            org,
+            goal,
+            to=to,
             brain=brain,
-            brain_options=dict(brain_options or {}),
-            workspace=str(ws),
+            brain_options=brain_options,
+            workspace=workspace,
+            priority=priority,
+            language=language,
+            org_yaml=org_yaml,
+            grant=grant,
+            submitter=submitter,
+            brain_override=self._brain_override,
         )
-        # Built now so a wrong brain or tool module fails here, not later in a worker.
-        company = Company.from_run(run, self._brain_override, org=org)
-        try:
-            prio = Priority.parse(priority)
-        except ValueError as exc:
-            company.close()
-            raise FirmError(str(exc)) from None
-        root = NewTask(
-            title=title,
-            description=goal,
-            assignee=agent.id,
-            created_by=submitter,
-            priority=prio,
-            language=language or detect_language(goal),
-            grant=authority.to_dict(),
-        )
-        task = self.store.create_run(run, root)
+        task = self.store.create_run(new.run, new.root)
         with self._companies_lock:
-            self._companies[task.id] = replace(company, run=replace(run, id=task.id))
+            self._companies[task.id] = replace(new.company, run=replace(new.run, id=task.id))
         self._nudge.set()
         return task
 
     def start(self) -> Engine:
         if self._thread is None:
-            _LIVE_WORKERS.add(self.worker_id)
+            worker_started(self.worker_id)
             self._unlisten = self.store.listen(self._on_signal)
             self.store.recover(worker_alive)
             self._thread = threading.Thread(target=self._loop, name="firm-scheduler", daemon=True)
@@ -227,7 +163,7 @@ class Engine:
         self.store.release(
             self.worker_id, list(running) + leftover, reason="its worker stopped; it will be re-run"
         )
-        _LIVE_WORKERS.discard(self.worker_id)
+        worker_stopped(self.worker_id)
         self._close_companies()
         self._unsubscribe()
         if self._unlisten is not None:
