@@ -41,6 +41,7 @@ from firm.store.base import Event, Store
 from firm.store.notify import StoreSignal
 from firm.store.retry import StoreUnavailable
 from firm.tasks import Outcome, Priority, Status, Task
+from firm.telemetry import start_tracing
 
 log = logging.getLogger("firm.engine")
 
@@ -92,6 +93,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._recheck = threading.Event()  # a cancel too big to list: check running tasks
         self._unsubscribe = store.subscribe(self._on_events)
+        self._tracing = start_tracing(store)  # None unless OTEL_* variables ask for traces
         self._unlisten: Callable[[], None] | None = None
         self.checkpoints = Checkpointer(store)
         self.peak_running = 0
@@ -168,6 +170,9 @@ class Engine:
         self._unsubscribe()
         if self._unlisten is not None:
             self._unlisten()
+        if self._tracing is not None:
+            self._tracing.close()
+            self._tracing = None
 
     def _close_companies(self) -> None:
         """Close the companies' tool sources (each once: a run's companies share them)."""
