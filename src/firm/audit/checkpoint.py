@@ -19,6 +19,9 @@ from firm.tasks import Task
 
 log = logging.getLogger("firm.audit")
 
+# Runs looked at on start: a kill loses at most the checkpoint of the runs ending at that moment.
+RESUME_LOOKBACK = 20
+
 
 def entry_at(store: Store, seq: int) -> Event:
     found = store.events_after(seq - 1, limit=1)
@@ -71,3 +74,23 @@ class Checkpointer:
         for t in tasks:
             if t.parent_id is None and t.terminal:
                 self.checkpoint(t.id, f"run {t.id} ended ({t.status})")
+
+    def catch_up(self, lookback: int = RESUME_LOOKBACK) -> list[str]:
+        """Sign the end of every recent run that ended without its checkpoint (a kill between
+        the root's ending and the signature); returns those runs' ids. Called on start, so a
+        run's record is signed whole even when the process that finished it was not."""
+        signed = []
+        try:
+            roots = [s.root for s in self.store.run_summaries(limit=lookback)]
+        except Exception:
+            log.exception("could not look for runs that ended unsigned")
+            return signed
+        for root in roots:
+            if not root.terminal:
+                continue
+            span = self.store.event_span([root.id])
+            if span is None or entry_at(self.store, span[1]).kind == EventKind.CHECKPOINT:
+                continue
+            if self.checkpoint(root.id, f"run {root.id} ended ({root.status}); signed on resume"):
+                signed.append(root.id)
+        return signed

@@ -57,10 +57,30 @@ class Check:
 @dataclass
 class Report:
     checks: list[Check] = field(default_factory=list)
+    # The signed head's seq when some task of the tree had not ended there: the bundle then
+    # proves a prefix of the record (an export mid-run, or a bundle cut back to an earlier
+    # signed checkpoint), never the whole of it.
+    open_at: int | None = None
+
+    @property
+    def holds(self) -> bool:
+        """Every check passes (what the bundle shows is genuine, whole or not)."""
+        return bool(self.checks) and all(c.verdict == PASS for c in self.checks)
 
     @property
     def verified(self) -> bool:
-        return bool(self.checks) and all(c.verdict == PASS for c in self.checks)
+        """Every check passes and the tree had ended: the bundle is the whole record."""
+        return self.holds and self.open_at is None
+
+    @property
+    def partial(self) -> bool:
+        return self.holds and self.open_at is not None
+
+    def partial_line(self) -> str:
+        return (
+            f"PARTIAL: the tree was still open at seq {self.open_at}: the bundle proves the "
+            "record up to there, not how it ended"
+        )
 
     def check(self, name: str) -> Check:
         return next(c for c in self.checks if c.name == name)
@@ -496,5 +516,12 @@ def verify_bundle(bundle: Any, key: Ed25519PublicKey | None) -> Report:
             integrity,
             _monotonicity(nodes, relevant, org),
             _containment(entries, nodes, tree, org),
-        ]
+        ],
+        open_at=_open_at(entries, tree),
     )
+
+
+def _open_at(entries: list[Entry], tree: set[str]) -> int | None:
+    """The last entry's seq when a task of the tree has no ending in the bundle, else None."""
+    ended = {e.task_id for e in entries if e.kind in ENDINGS and e.task_id in tree}
+    return entries[-1].seq if ended != tree else None

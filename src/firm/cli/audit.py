@@ -17,6 +17,8 @@ from firm.cli.common import EXIT_FAILED, DbOption, err_console
 from firm.errors import FirmError
 from firm.store import resolve_db
 
+EXIT_PARTIAL = 3  # every check holds, but the bundle ends before its tree did
+
 audit_app = typer.Typer(
     name="audit",
     help="The signed audit trail: export a task tree, print the public key, verify a bundle.",
@@ -81,7 +83,8 @@ def verify(
     db: DbOption = None,
 ) -> None:
     """Check a bundle from it and the key alone: integrity, monotonicity, containment.
-    Exits 0 only when every check passes."""
+    Exits 0 only when every check passes and the tree had ended at the signed head; 3 when
+    every check passes but the tree was still open there (the bundle proves a prefix)."""
     try:
         bundle = json.loads(bundle_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -108,6 +111,9 @@ def verify(
     if report.verified:
         print(f"VERIFIED{source}: every check holds")
         raise typer.Exit(0)
+    if report.partial:
+        print(report.partial_line())
+        raise typer.Exit(EXIT_PARTIAL)
     print("NOT VERIFIED")
     raise typer.Exit(EXIT_FAILED)
 

@@ -145,6 +145,7 @@ class Engine:
             worker_started(self.worker_id)
             self._unlisten = self.store.listen(self._on_signal)
             self.store.recover(worker_alive)
+            self.checkpoints.catch_up()
             self._thread = threading.Thread(target=self._loop, name="firm-scheduler", daemon=True)
             self._thread.start()
         return self
