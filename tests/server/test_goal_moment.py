@@ -5,6 +5,7 @@ runs, and a tab whose token went stale that keeps watching on loopback."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -90,6 +91,64 @@ def test_a_stale_token_keeps_watching_on_loopback(browser, office: Running) -> N
     expect(page.locator("#token-dialog")).to_be_visible()
     page.locator("#token-input").fill(TOKEN)
     page.locator("#token-input").press("Enter")
-    expect(page.locator(".toast", has_text="given to")).to_be_visible()
+    expect(page.locator("#token-dialog")).to_be_hidden()
+    for _ in range(600):  # the goal went in with the new token
+        with office.client(token=None) as c:
+            tasks = c.get("/api/tasks", params={"limit": 1000}).json()["tasks"]
+        if any(t["title"] == "Rebuild the billing service" for t in tasks):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the goal given after entering the token never arrived")
     # The refused POST is the only error the browser logs.
     assert [e for e in errors if "401" not in e] == []
+
+
+WATCH_DESKS = """() => {
+  window.__cls = 0;
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) if (!e.hadRecentInput) window.__cls += e.value;
+  }).observe({ type: "layout-shift", buffered: false });
+  window.__ceo = [];
+  setInterval(() => {
+    const desk = document.querySelector('.desk[data-agent="ceo"]');
+    const thought = desk.querySelector(".desk-thought:not(.empty)");
+    window.__ceo.push([desk.dataset.state, desk.querySelector(".desk-task")?.title ?? "",
+                       thought ? thought.textContent : ""]);
+  }, 15);
+}"""
+
+
+def test_desks_tell_the_truth_and_keep_their_size(
+    browser, fresh_office: Callable[..., Running]
+) -> None:
+    office = fresh_office(latency=0.3)
+    errors: list[str] = []
+    page = open_page(browser, office, errors)
+    sizes = page.eval_on_selector_all(".desk", "ds => ds.map(d => [d.offsetWidth, d.offsetHeight])")
+    page.evaluate(WATCH_DESKS)
+
+    first = office.submit("Launch an AI note-taking app")
+    expect(banner_for(page, first["id"])).to_have_attribute("data-outcome", "done")
+    second = office.submit("Rebuild the billing service")
+    expect(banner_for(page, second["id"])).to_have_attribute("data-outcome", "done")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "desks-after-two-goals.png"))
+
+    samples = page.evaluate("window.__ceo")
+    working = [s for s in samples if s[0] in ("working", "waiting")]
+    assert {s[1] for s in working} == {first["title"], second["title"]}  # it saw both goals
+    # The CEO's thought is always about the task its desk shows, never the one before.
+    for state, title, thought in samples:
+        if thought and state in ("working", "waiting"):
+            assert f"'{title}'" in thought, (state, title, thought)
+    assert any(s[2] and s[1] == second["title"] for s in working)  # the new thought did come
+
+    # Every desk kept its size, and the page did not jump while two goals streamed.
+    assert (
+        page.eval_on_selector_all(".desk", "ds => ds.map(d => [d.offsetWidth, d.offsetHeight])")
+        == sizes
+    )
+    cls = page.evaluate("window.__cls")
+    assert cls < 0.1
+    assert errors == []

@@ -38,15 +38,19 @@ class AgentNote:
 
     thought: str | None = None
     thought_at: float | None = None
+    thought_task: str | None = None  # a desk shows a thought only under the task it was about
     action: str | None = None
     action_at: float | None = None
+    action_task: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "thought": self.thought,
             "thought_at": self.thought_at,
+            "thought_task": self.thought_task,
             "action": self.action,
             "action_at": self.action_at,
+            "action_task": self.action_task,
         }
 
 
@@ -143,6 +147,7 @@ class EventHub:
             if e.kind == "thought":
                 note = self._notes.setdefault(e.agent, AgentNote())
                 note.thought, note.thought_at = str(e.data.get("text", "")), e.ts
+                note.thought_task = e.task_id
             elif e.kind in ("tool_call", "tool_denied") and e.data.get("tool") not in LIFECYCLE:
                 note = self._notes.setdefault(e.agent, AgentNote())
                 summary = e.data.get("summary") or ""
@@ -150,6 +155,7 @@ class EventHub:
                 denied = " (denied)" if e.kind == "tool_denied" else ""
                 note.action = f"{verb} {summary}".strip() + denied
                 note.action_at = e.ts
+                note.action_task = e.task_id
 
     def notes(self) -> dict[str, dict[str, Any]]:
         with self._lock:

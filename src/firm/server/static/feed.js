@@ -1,9 +1,9 @@
 // The activity feed: the log, as sentences, newest first.
 
 import { AUDIT_KINDS, LIFECYCLE_TOOLS as QUIET_TOOLS } from "./kinds.js";
-import { avatar, clip, clock, el } from "./util.js";
+import { avatar, clip, clock, el, hue } from "./util.js";
 
-const KEEP = 250;
+const KEEP = 120;
 
 export class Feed {
   constructor(list, company, { onOpenTask }) {
@@ -15,19 +15,28 @@ export class Feed {
   /** Show another company's events (the live one, or a replay's), starting empty. */
   show(company) {
     this.company = company;
+    this.items = [];
     this.list.replaceChildren();
   }
 
+  /** Newest first. The rows stay where they are and take new contents, and every row has the
+   * same height: a new event never pushes the rows below it down the page (no layout shift). */
   add(events) {
-    const items = [];
+    this.items ??= [];
+    const fresh = [];
     for (const e of events) {
       const line = this.describe(e);
-      if (line) items.push(this.item(e, line));
+      if (line) fresh.push({ e, line });
     }
-    if (!items.length) return;
-    items.reverse();
-    this.list.prepend(...items.slice(0, KEEP));
-    while (this.list.children.length > KEEP) this.list.lastElementChild.remove();
+    if (!fresh.length) return;
+    fresh.reverse();
+    this.items = fresh.concat(this.items).slice(0, KEEP);
+    const rows = this.list.children;
+    while (rows.length < this.items.length) this.list.append(el("li"));
+    while (rows.length > this.items.length) this.list.lastElementChild.remove();
+    this.items.forEach(({ e, line }, i) => {
+      if (rows[i].dataset.seq !== String(e.seq)) this.fill(rows[i], e, line);
+    });
   }
 
   name(id) {
@@ -82,14 +91,19 @@ export class Feed {
     }
   }
 
-  item(e, { tone, text }) {
+  fill(row, e, { tone, text }) {
     const agent = e.agent ? this.company.agent(e.agent) : null;
     const body = e.task_id
-      ? el("button", { type: "button", class: "feed-text", onclick: () => this.onOpenTask(e.task_id) }, text)
-      : el("span", { class: "feed-text" }, text);
-    return el(
-      "li",
-      { class: `feed-item t-${tone}`, dataset: { seq: e.seq, kind: e.kind } },
+      ? el("button", { type: "button", class: "feed-text", title: text, onclick: () => this.onOpenTask(e.task_id) }, text)
+      : el("span", { class: "feed-text", title: text }, text);
+    // The goal an event belongs to, as a coloured edge: one run's events read as one strand.
+    const root = this.company.tasks.get(e.task_id)?.root_id;
+    row.className = `feed-item t-${tone}`;
+    row.dataset.seq = String(e.seq);
+    row.dataset.kind = e.kind;
+    row.dataset.run = root ?? "";
+    row.style.setProperty("--run-hue", root ? String(hue(root)) : "0");
+    row.replaceChildren(
       agent ? avatar(agent, "xs") : el("span", { class: "avatar xs ghost", "aria-hidden": "true" }),
       body,
       el("time", { datetime: new Date(e.ts * 1000).toISOString() }, clock(e.ts)),

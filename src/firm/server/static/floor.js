@@ -5,6 +5,8 @@ import { avatar, clip, el, reducedMotion } from "./util.js";
 
 const MAX_FLIGHTS = 24;
 
+const agent_name = (company, id) => company.agent(id).name;
+
 export class Floor {
   constructor(root, company, { onOpenTask }) {
     this.root = root;
@@ -85,8 +87,11 @@ export class Floor {
     const state = el("span", { class: "desk-state" }, "Idle");
     const doing = el("div", { class: "desk-doing" });
     const thoughtText = el("span");
-    const thought = el("p", { class: "desk-thought", hidden: true }, thoughtText);
-    const action = el("p", { class: "desk-action", hidden: true });
+    // Every part of a desk keeps its place whether it has something to say or not, so a desk
+    // never changes size and the floor never jumps while a run streams.
+    const thought = el("p", { class: "desk-thought empty" }, thoughtText);
+    const action = el("p", { class: "desk-action empty" });
+    const more = el("span", { class: "desk-more empty" });
     const face = avatar(agent, "lg");
     const node = el(
       "article",
@@ -101,11 +106,11 @@ export class Floor {
         el("span", { class: "desk-face" }, face, el("span", { class: "dot", "aria-hidden": "true" })),
         el("div", { class: "who" }, el("h4", {}, agent.name), el("p", {}, agent.title)),
       ),
-      el("div", { class: "desk-status" }, state, doing),
+      el("div", { class: "desk-status" }, el("div", { class: "desk-line" }, state, more), doing),
       thought,
       action,
     );
-    this.desks.set(agent.id, { node, face, state, doing, thought, thoughtText, action, shown: {} });
+    this.desks.set(agent.id, { node, face, state, more, doing, thought, thoughtText, action, shown: {} });
     return node;
   }
 
@@ -126,7 +131,7 @@ export class Floor {
               : "Idle";
       const task = d.task;
       const busy = d.state === "working" || d.state === "waiting";
-      const key = `${d.state}|${label}|${task?.id}|${task?.status}|${task?.title}|${note.thought_at}|${note.action_at}`;
+      const key = `${d.state}|${label}|${task?.id}|${task?.status}|${task?.title}|${note.thought_at}|${note.action_at}|${d.held}`;
       if (desk.shown.key === key) continue;
       desk.shown.key = key;
       desk.node.dataset.state = d.state;
@@ -151,12 +156,19 @@ export class Floor {
       } else {
         desk.doing.replaceChildren(el("span", { class: "desk-verb" }, "No work yet"));
       }
-      const fresh = (ts) => ts && task && ts >= (task.started_at ?? task.created_at) - 1;
-      const thought = note.thought && (busy || fresh(note.thought_at)) ? clip(note.thought, 220) : "";
+      // A thought or action belongs to the task it was about: never shown under another one.
+      const about = (taskId, ts) =>
+        task && (taskId ? taskId === task.id : ts && ts >= (task.started_at ?? task.created_at) - 1);
+      const thought = note.thought && about(note.thought_task, note.thought_at) ? clip(note.thought, 220) : "";
       desk.thoughtText.textContent = thought;
-      desk.thought.hidden = !thought;
-      desk.action.textContent = note.action && d.state === "working" ? clip(note.action, 80) : "";
-      desk.action.hidden = !desk.action.textContent;
+      desk.thought.classList.toggle("empty", !thought);
+      const action = note.action && d.state === "working" && about(note.action_task, note.action_at);
+      desk.action.textContent = action ? clip(note.action, 80) : "";
+      desk.action.classList.toggle("empty", !action);
+      const others = busy ? d.held - 1 : 0;
+      desk.more.textContent = others > 0 ? `+${others} more` : "";
+      desk.more.title = others > 0 ? `${agent_name(this.company, id)} holds ${others + 1} tasks` : "";
+      desk.more.classList.toggle("empty", others <= 0);
     }
   }
 

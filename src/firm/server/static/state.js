@@ -138,14 +138,14 @@ export class Company {
         this.patch(e.task_id, { status: "cancelled", error: d.reason ?? null, finished_at: e.ts, updated_at: e.ts });
         break;
       case "thought":
-        if (e.agent) this.note(e.agent, { thought: d.text ?? "", thought_at: e.ts });
+        if (e.agent) this.note(e.agent, { thought: d.text ?? "", thought_at: e.ts, thought_task: e.task_id });
         break;
       case "tool_call":
       case "tool_denied":
         // Delegating and finishing show as flights and statuses; a desk's action line is for work.
         if (e.agent && !LIFECYCLE_TOOLS.has(d.tool)) {
           const action = `${d.tool ?? ""} ${d.summary ?? ""}`.trim() + (e.kind === "tool_denied" ? " (denied)" : "");
-          this.note(e.agent, { action, action_at: e.ts });
+          this.note(e.agent, { action, action_at: e.ts, action_task: e.task_id });
         }
         break;
       default:
@@ -166,11 +166,12 @@ export class Company {
   /** Every agent's desk in one pass over the tasks: working beats waiting beats queued. */
   desks() {
     const out = new Map();
-    for (const id of this.agents.keys()) out.set(id, { state: "idle", task: null, queued: 0, latest: null });
+    for (const id of this.agents.keys()) out.set(id, { state: "idle", task: null, queued: 0, held: 0, latest: null });
     for (const task of this.tasks.values()) {
       const d = out.get(task.assignee);
       if (!d) continue;
       if (!d.latest || task.updated_at > d.latest.updated_at) d.latest = task;
+      if (task.status === "in_progress" || task.status === "waiting") d.held++;
       if (task.status === "in_progress") {
         if (d.state !== "working" || task.updated_at > d.task.updated_at) {
           d.state = "working";
