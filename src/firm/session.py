@@ -14,7 +14,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from firm.audit.chain import digest
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from firm.audit import recordable
+from firm.audit.chain import canonical_json, digest
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, GrantError, remaining_budget
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
@@ -22,6 +25,7 @@ from firm.events import EventKind
 from firm.org import AgentSpec, OrgChart
 from firm.store.base import NewTask, Store
 from firm.tasks import Outcome, Priority, Status, Task
+from firm.tools.arguments import canonical_arguments
 from firm.tools.builtin import COMPLETE
 from firm.tools.registry import ToolContext, ToolDef
 
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
     from firm.engine.company import Company
 
 THOUGHT_LIMIT = 4000
+MAX_TOOL_NAME = 200
 
 
 class SessionCancelled(Exception):
@@ -157,12 +162,11 @@ class Session(ToolContext):
     # --- the activity log ----------------------------------------------------------------
 
     def think(self, text: str) -> None:
-        text = (text or "").strip()
+        text = recordable.text(text or "").strip()
         if not text:
             return
         self.last_text = text
-        if len(text) > THOUGHT_LIMIT:
-            text = text[:THOUGHT_LIMIT] + " …"
+        text = recordable.text(text, THOUGHT_LIMIT)
         self.store.append_events([(EventKind.THOUGHT, self.task.id, self.agent_id, {"text": text})])
 
     def record_usage(self, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
@@ -220,8 +224,15 @@ class Session(ToolContext):
     # --- tools ---------------------------------------------------------------------------
 
     def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
-        """Run a tool by dotted name or model name, through the one checked path."""
-        tool = self.company.registry.find(name)
+        """Run a tool by dotted name or model name, through the one checked path.
+
+        In order: a session that has ended runs nothing more; the arguments are made canonical
+        (or refused); the call's log entry is prepared, so it is known to be recordable; the
+        authority check; only then the body; and the entry is written with its result."""
+        name = name if isinstance(name, str) else repr(name)
+        tool = self.company.registry.find(name) if len(name) <= MAX_TOOL_NAME else None
+        if self.outcome is not None:
+            return self._refuse_after_end(tool.name if tool is not None else name)
         if tool is None or not tool.lifecycle:
             # Entries still waiting go first, so this call's check is placed after them.
             self.flush_deferred()
@@ -234,14 +245,17 @@ class Session(ToolContext):
         offered = {t.name for t in self.tools()}
         if tool is None or (tool.lifecycle and tool.name not in offered):
             names = ", ".join(sorted(t.model_name for t in self.tools()))
-            return self._refuse(name, f"there is no tool {name!r} (available: {names})")
+            shown = recordable.text(name)[:MAX_TOOL_NAME]
+            return self._refuse(name, f"there is no tool {shown!r} (available: {names})")
         try:
-            args, given = tool.parse(arguments)
+            canonical = canonical_arguments(tool.model_name, arguments)
+            args, given = tool.parse(canonical)
+            record = _Record.prepare(tool, args, given, standing)
         except ToolError as exc:
             return self._refuse(tool.name, str(exc))
         denial = self.company.check(standing, tool, args, given)
         if denial is not None:
-            self._log_denial(tool, args, given, denial, standing)
+            self._log_denial(tool, record, denial)
             return ToolResult(False, f"error: {denial}", denial)
         try:
             kwargs = dict(args)
@@ -260,7 +274,9 @@ class Session(ToolContext):
             content, ok = f"error: {exc}", False
         except Exception as exc:  # a user tool's bug must not take the session down
             content, ok = f"error: {tool.name} raised {type(exc).__name__}: {exc}", False
-        self._log_call(tool, args, given, content, ok, standing)
+        # What the model is given back is what the log's digest covers.
+        content = recordable.text(content)
+        self._log_call(tool, record, content, ok)
         return ToolResult(ok, content)
 
     def _stop_if_cancelled(self, fresh: Task) -> None:
@@ -275,42 +291,29 @@ class Session(ToolContext):
             raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
 
     def _refuse(self, name: str, message: str) -> ToolResult:
-        self._write_events(
-            [(EventKind.TOOL_ERROR, self.task.id, self.agent_id, {"tool": name, "error": message})]
+        entry = (EventKind.TOOL_ERROR, self.task.id, self.agent_id, _refusal(name, message))
+        self._write_events([entry])
+        return ToolResult(False, f"error: {recordable.text(message)}")
+
+    def _refuse_after_end(self, name: str) -> ToolResult:
+        """A call made after complete_task or fail_task (later in the same reply, say) is not
+        run. Its refusal rides with the ending's own entry, into the settle, after it."""
+        assert self.outcome is not None
+        message = (
+            f"this task has already ended ({self.outcome.kind}); calls after "
+            "complete_task or fail_task are not run"
+        )
+        self._deferred.append(
+            (EventKind.TOOL_ERROR, self.task.id, self.agent_id, _refusal(name, message))
         )
         return ToolResult(False, f"error: {message}")
 
-    def _authority_data(
-        self, tool: ToolDef, args: dict[str, Any], given: frozenset[str], standing: Standing
-    ) -> dict[str, Any]:
-        """What the audit verifier needs to re-decide the call: where the check stood in the
-        log, when it ran, and each limited argument with the ceiling that bounds it."""
-        data: dict[str, Any] = {
-            "checked_seq": standing.checked_seq,
-            "checked_at": standing.checked_at,
-        }
-        if tool.limits:
-            data["limited_args"] = {a: args.get(a) if a in given else None for a in tool.limits}
-            data["ceilings"] = dict(tool.limits)
-        return data
-
-    def _log_call(
-        self,
-        tool: ToolDef,
-        args: dict[str, Any],
-        given: frozenset[str],
-        content: str,
-        ok: bool,
-        standing: Standing,
-    ) -> None:
+    def _log_call(self, tool: ToolDef, record: _Record, content: str, ok: bool) -> None:
         data = {
-            "tool": tool.name,
+            **record.data,
             "allowed": True,
             "ok": ok,
-            "args_digest": digest(args),
             "result_digest": digest(content),
-            "summary": _summary(tool, args),
-            **self._authority_data(tool, args, given, standing),
         }
         if not ok:
             data["error"] = content[:500]
@@ -320,22 +323,12 @@ class Session(ToolContext):
         else:
             self._write_events([entry])
 
-    def _log_denial(
-        self,
-        tool: ToolDef,
-        args: dict[str, Any],
-        given: frozenset[str],
-        denial: Denial,
-        standing: Standing,
-    ) -> None:
+    def _log_denial(self, tool: ToolDef, record: _Record, denial: Denial) -> None:
         data = {
-            "tool": tool.name,
+            **record.data,
             "allowed": False,
             "code": denial.code,
-            "reason": denial.reason,
-            "args_digest": digest(args),
-            "summary": _summary(tool, args),
-            **self._authority_data(tool, args, given, standing),
+            "reason": recordable.text(denial.reason),
         }
         self._write_events([(EventKind.TOOL_DENIED, self.task.id, self.agent_id, data)])
         if denial.code != "revoked" and self.company.on_denial(self.task, denial):
@@ -433,13 +426,13 @@ class Session(ToolContext):
                 "write them with files.write first, or leave them out"
             )
         normalised = [self.workspace.relative(f) for f in chosen]
-        self.outcome = Outcome.done(result, normalised)
+        self.outcome = Outcome.done(recordable.text(result), normalised)
         return "task completed"
 
     def fail(self, reason: str) -> str:
         if self.outcome is not None:
             raise ToolError(f"this task has already ended ({self.outcome.kind})")
-        self.outcome = Outcome.failed(reason.strip() or "no reason given")
+        self.outcome = Outcome.failed(recordable.text(reason).strip() or "no reason given")
         return "task marked as failed"
 
     def take_deferred(self) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
@@ -467,7 +460,7 @@ class Session(ToolContext):
             return self.outcome
         if self.delegated:
             return Outcome.yielded()
-        text = (final_text or self.last_text or "").strip()
+        text = recordable.text(final_text or self.last_text or "").strip()
         if text:
             # Ending with a message is completing the task: it needs the authority that
             # complete_task would (not expired, not revoked).
@@ -477,6 +470,50 @@ class Session(ToolContext):
                 return Outcome.failed(f"{denial.code}: {denial.reason}")
             return Outcome.done(text, self.files_written)
         return Outcome.failed(f"{self.agent_id} ended its session without a result")
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A call's log entry as far as it is known before the body runs: proven recordable then,
+    so nothing after the body can fail to log it for want of an encodable value."""
+
+    data: dict[str, Any]
+
+    @classmethod
+    def prepare(
+        cls, tool: ToolDef, args: dict[str, Any], given: frozenset[str], standing: Standing
+    ) -> _Record:
+        try:
+            # Validated values may be richer than JSON (a date, a path): hashed as JSON.
+            plain = to_jsonable_python(args)
+            data: dict[str, Any] = {
+                "tool": tool.name,
+                "args_digest": digest(plain),
+                "summary": recordable.text(_summary(tool, plain)),
+                # What the audit verifier needs to re-decide the call: where the check stood
+                # in the log, when it ran, and each limited argument with its ceiling.
+                "checked_seq": standing.checked_seq,
+                "checked_at": standing.checked_at,
+            }
+            if tool.limits:
+                data["limited_args"] = {
+                    a: plain.get(a) if a in given else None for a in tool.limits
+                }
+                data["ceilings"] = dict(tool.limits)
+            canonical_json(data).encode("utf-8")
+        except (TypeError, ValueError, UnicodeError, PydanticSerializationError) as exc:
+            raise ToolError(
+                f"{tool.model_name}: the arguments cannot be recorded in the audit log "
+                f"({recordable.text(str(exc), 200)}); send plain JSON values"
+            ) from None
+        return cls(data)
+
+
+def _refusal(name: str, message: str) -> dict[str, Any]:
+    return {
+        "tool": recordable.text(name)[:MAX_TOOL_NAME],
+        "error": recordable.text(message, 2000),
+    }
 
 
 def _run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:

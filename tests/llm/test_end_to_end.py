@@ -141,7 +141,7 @@ def test_the_autopilot_runs_any_company_at_the_minimum(
         assert all(Path(tmp_path / "ws" / p).is_file() for t in tree for p in t.files)
 
 
-def test_complete_in_the_middle_of_a_reply_still_runs_the_rest(
+def test_complete_in_the_middle_of_a_reply_ends_the_task_there(
     three_levels: OrgChart,
     model: ScriptedModel,
     server: ModelServer,
@@ -158,5 +158,6 @@ def test_complete_in_the_middle_of_a_reply_still_runs_the_rest(
     root = run_llm(three_levels, to="gabriel")
     assert root.status == Status.DONE, root.error
     assert root.files == ("gabriel/a.md",)
-    assert (tmp_path / "ws" / "gabriel" / "notes.md").is_file()
+    assert (tmp_path / "ws" / "gabriel" / "a.md").is_file()  # what came before it ran
+    assert not (tmp_path / "ws" / "gabriel" / "notes.md").exists()  # what came after did not
     assert len(server.requests) == 1

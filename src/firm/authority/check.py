@@ -19,6 +19,7 @@ budget) the budget apply to them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -136,6 +137,11 @@ def _ceilings(
         if isinstance(value, bool) or not isinstance(value, int | float):
             return Denial(
                 "ceiling_exceeded", f"{tool.name}: {arg!r} must be a number to check its ceiling"
+            )
+        if not math.isfinite(value):  # NaN > bound is False: only a finite number is bounded
+            return Denial(
+                "ceiling_exceeded",
+                f"{tool.name}: {arg!r} is {value}, not a finite number, so no ceiling bounds it",
             )
         if value > bound:
             return Denial(

@@ -178,7 +178,7 @@ def drop_null_optionals(tool: ToolDef | None, raw: str) -> str:
         return raw
     try:
         args = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a huge integer, deep nesting
         return raw
     if not isinstance(args, dict):
         return raw
