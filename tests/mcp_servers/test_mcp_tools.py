@@ -281,3 +281,23 @@ def test_tools_of_a_streamable_http_server(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_chart_without_mcp_servers_never_loads_the_sdk(tmp_path: Path) -> None:
+    org = tmp_path / "company.yaml"
+    org.write_text("company: X\nagents:\n  - {id: ceo, name: A, title: CEO}\n", encoding="utf-8")
+    script = (
+        "import sys\n"
+        "from firm.cli.main import main\n"
+        "try:\n"
+        f"    main(['run', {str(org)!r}, 'Go', '--db', {str(tmp_path / 'f.db')!r}])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "loaded = sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'))\n"
+        "assert not loaded, loaded\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "FIRM_DB"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
