@@ -64,3 +64,16 @@ def test_cancel_in_the_middle_of_a_crewai_step(
     task = firm.task(root.id)
     assert task.status == Status.CANCELLED and task.error == "the user changed their mind"
     assert len(server.requests) == 1
+
+
+def test_a_token_budget_stops_the_crew_before_a_call_it_cannot_afford(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, run_crewai: Runner
+) -> None:
+    # The first call fits the budget; what it cost (reported by the server) leaves too
+    # little for the next prompt, so the crew stops there instead of overspending.
+    model.when(agent="gabriel").always(calls(call("files_list", path="."), usage=(1500, 100)))
+    root = run_crewai(three_levels, "Work", to="gabriel", grant={"budget_tokens": 2000})
+    assert root.status == Status.FAILED
+    assert (root.error or "").startswith("budget_exhausted")
+    assert len(server.requests) == 1
+    assert root.usage["prompt_tokens"] == 1500 and root.usage["calls"] == 1
