@@ -7,10 +7,17 @@ from typing import Annotated, Any
 
 import typer
 
-from firm.api import Firm
 from firm.authority import scopes as sc
 from firm.authority.grants import GrantError, GrantRequest
-from firm.cli.common import DbOption, JsonOption, console, err_console, print_json
+from firm.cli.common import (
+    DbOption,
+    JsonOption,
+    console,
+    err_console,
+    open_existing,
+    print_json,
+    resolve_task_id,
+)
 from firm.errors import FirmError
 from firm.org import OrgChart, load_org, top_agent
 
@@ -71,8 +78,8 @@ def revoke(
 ) -> None:
     """Revoke a task's authority and its whole subtree's. Open tasks there are cancelled;
     a session still running is denied every tool call (reason: revoked) and stops."""
-    with Firm(db) as firm:
-        firm.task(task_id)
+    with open_existing(db) as firm:
+        task_id = resolve_task_id(firm, task_id)
         revoked = firm.revoke(task_id, reason)
         if json_mode:
             print_json({"revoked": [t.id for t in revoked]})

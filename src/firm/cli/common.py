@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -18,12 +19,19 @@ from rich.panel import Panel
 
 from firm.api import Firm
 from firm.cli.render import counts_line, event_line, task_tree
+from firm.errors import FirmError, TaskNotFound
+from firm.store import DEFAULT_DB
 from firm.store.base import Event
 from firm.tasks import Status, Task
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-console = Console()
+# Piped or redirected output keeps each line whole (no wrapping at 80 columns); a terminal
+# wraps at its width.
+console = Console(soft_wrap=not sys.stdout.isatty())
+# Event lines arrive on the engine's threads; the final report is printed on the main one.
+# Both write under this lock, so a line and the report's panel never share a line.
+OUTPUT_LOCK = threading.RLock()
 err_console = Console(stderr=True, soft_wrap=True)  # one error, one line, however long
 
 DbOption = Annotated[
@@ -94,14 +102,13 @@ def watch(firm: Firm, root_ids: list[str], *, json_mode: bool) -> list[Task]:
     interactive = console.is_terminal and not json_mode
     unsubscribe = None
     if not interactive and not json_mode:
-        lock = threading.Lock()
 
         def log(events: list[Event]) -> None:
-            with lock:
-                for e in events:
-                    line = event_line(e)
-                    if line:
-                        print(line, flush=True)
+            lines = [line for line in map(event_line, events) if line]
+            if lines:
+                with OUTPUT_LOCK:
+                    console.file.write("".join(f"{line}\n" for line in lines))
+                    console.file.flush()
 
         unsubscribe = firm.store.subscribe(log)
     try:
@@ -132,6 +139,11 @@ def watch(firm: Firm, root_ids: list[str], *, json_mode: bool) -> list[Task]:
 
 def report(firm: Firm, root: Task) -> None:
     """The top agent's report and the files the company wrote."""
+    with OUTPUT_LOCK:
+        _report(firm, root)
+
+
+def _report(firm: Firm, root: Task) -> None:
     summary = run_summary(firm, root.id)
     style = {"done": "green", "failed": "red", "cancelled": "magenta"}.get(
         summary["status"], "yellow"
@@ -159,3 +171,32 @@ def exit_code_for(tasks: list[Task]) -> int:
 
 def resolve_path(p: str | None) -> Path | None:
     return Path(p) if p else None
+
+
+def open_existing(db: str | None) -> Firm:
+    """The store a read command looks at, which must exist already: reading never creates a
+    store (nor the folders on its path)."""
+    value = db or os.environ.get("FIRM_DB") or str(DEFAULT_DB)
+    path = Path(value[len("sqlite:///") :]) if value.startswith("sqlite:///") else Path(value)
+    if ("://" not in value or value.startswith("sqlite:///")) and not path.is_file():
+        raise FirmError(
+            f"no store at {path.absolute()}: nothing has run with it yet "
+            "(name another with --db or FIRM_DB; `firm run` creates one)"
+        )
+    return Firm(db)
+
+
+def resolve_task_id(firm: Firm, given: str) -> str:
+    """A task id, or an unambiguous prefix of one (`T-444d`), as the full id."""
+    try:
+        return firm.task(given).id
+    except TaskNotFound:
+        pass
+    if len(given) >= 4:
+        matches = firm.store.task_ids_with_prefix(given, limit=6)
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
+            raise FirmError(f"{given!r} is the start of several task ids ({shown}); give more")
+    raise FirmError(f"no task with id {given!r} in {firm.store.safe_url}")

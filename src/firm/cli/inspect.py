@@ -7,8 +7,15 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from firm.api import Firm
-from firm.cli.common import DbOption, JsonOption, console, print_json, tree_files
+from firm.cli.common import (
+    DbOption,
+    JsonOption,
+    console,
+    open_existing,
+    print_json,
+    resolve_task_id,
+    tree_files,
+)
 from firm.cli.render import ICONS, counts_line, elapsed, task_tree, tasks_table
 from firm.tasks import Status
 
@@ -17,8 +24,13 @@ def tasks(
     tree: Annotated[bool, typer.Option("--tree", help="Show each run as a tree.")] = False,
     status: Annotated[str | None, typer.Option(help="Only tasks with this status.")] = None,
     assignee: Annotated[str | None, typer.Option(help="Only tasks of this agent.")] = None,
-    root: Annotated[str | None, typer.Option(help="Only the run with this root task.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 1000,
+    root: Annotated[
+        str | None,
+        typer.Option(help="Only the run with this root task (an id, or a prefix of one)."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=100_000, help="At most this many tasks, oldest first.")
+    ] = 1000,
     db: DbOption = None,
     json_mode: JsonOption = False,
 ) -> None:
@@ -28,13 +40,15 @@ def tasks(
             f"{status!r} is not a status (one of: {', '.join(s.value for s in Status)})",
             param_hint="--status",
         )
-    with Firm(db) as firm:
+    with open_existing(db) as firm:
+        if root is not None:
+            root = firm.task(resolve_task_id(firm, root)).root_id
         rows = firm.tasks(status=status, assignee=assignee, root_id=root, limit=limit)
         if json_mode:
             print_json([t.to_dict() for t in rows])
             return
         if not rows:
-            console.print("No tasks.")
+            console.print(f"No tasks in {firm.store.safe_url}.")
             return
         if tree:
             for rid in dict.fromkeys(t.root_id for t in rows):
@@ -46,13 +60,16 @@ def tasks(
 
 
 def show(
-    task_id: Annotated[str, typer.Argument(help="The task's id, e.g. T-1a2b3c4d.")],
+    task_id: Annotated[
+        str, typer.Argument(help="The task's id, e.g. T-1a2b3c4d, or a prefix only it has.")
+    ],
     db: DbOption = None,
     json_mode: JsonOption = False,
 ) -> None:
     """Show one task in full: result, files, error, subtasks, usage and recent activity."""
-    with Firm(db) as firm:
-        task = firm.task(task_id)
+    with open_existing(db) as firm:
+        task = firm.task(resolve_task_id(firm, task_id))
+        task_id = task.id
         sub = firm.subtree(task_id)
         children = [t for t in sub if t.parent_id == task_id]
         usage = {
@@ -103,8 +120,8 @@ def cancel(
     json_mode: JsonOption = False,
 ) -> None:
     """Cancel a task and everything open beneath it. Running sessions stop at their next step."""
-    with Firm(db) as firm:
-        firm.task(task_id)
+    with open_existing(db) as firm:
+        task_id = resolve_task_id(firm, task_id)
         cancelled = firm.cancel(task_id, reason)
         if json_mode:
             print_json({"cancelled": [t.id for t in cancelled]})

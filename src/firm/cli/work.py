@@ -186,7 +186,12 @@ def init(
 
 def resume(
     db: DbOption = None,
-    max_concurrent: Annotated[int | None, typer.Option(min=1, max=1024)] = None,
+    max_concurrent: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=1024, help="Sessions at once [default: each org chart's max_concurrent]."
+        ),
+    ] = None,
     json_mode: JsonOption = False,
 ) -> None:
     """Continue every unfinished run in the store, where it stopped."""

@@ -67,6 +67,13 @@ class Reads(TaskTree):
         return [task_from_row(r) for r in rows]
 
     @retrying
+    def task_ids_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
+        """Ids that start with `prefix` (at most `limit`): what a short id may stand for."""
+        q = select(T.c.id).where(T.c.id.startswith(prefix, autoescape=True))
+        with self._read() as conn:
+            return [row[0] for row in conn.execute(q.order_by(T.c.id).limit(limit))]
+
+    @retrying
     def list_tasks(
         self,
         *,

@@ -361,7 +361,7 @@ def _autopilot(req: ModelRequest) -> Reply:
     return calls(write_file(path, body), complete(summary, [path]))
 
 
-# How a team manager's turn reads (firm.process.prompts): the team in the system prompt, the
+# How a team manager's turn reads (firm.teams.prompts): the team in the system prompt, the
 # task list in the brief. The autopilot runs the first open task with the member it is meant
 # for (or the first member), and stops when none is open.
 _TEAM_MANAGER = ": the manager of the team "
