@@ -200,3 +200,43 @@ def resolve_task_id(firm: Firm, given: str) -> str:
             shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
             raise FirmError(f"{given!r} is the start of several task ids ({shown}); give more")
     raise FirmError(f"no task with id {given!r} in {firm.store.safe_url}")
+
+
+OrgArgument = Annotated[
+    Path,
+    typer.Argument(metavar="ORG", help="The org chart (YAML), or its folder.", show_default=False),
+]
+GoalArgument = Annotated[
+    str | None,
+    typer.Argument(metavar="GOAL", help="The goal for the top agent.", show_default=False),
+]
+
+
+def chart_path(org_file: Path) -> Path:
+    """The org chart a command was given: a folder stands for the company.yaml in it."""
+    if org_file.is_dir():
+        inside = org_file / "company.yaml"
+        if inside.is_file():
+            return inside
+        raise FirmError(
+            f"{org_file} is a folder, not an org chart, and holds no company.yaml "
+            f"(`firm init {org_file}` writes one)"
+        )
+    return org_file
+
+
+def chart_and_goal(command: str, org_file: Path, goal: str | None) -> tuple[Path, str]:
+    """ORG and GOAL, or a usage error that names what is missing."""
+    if goal is None:
+        given = str(org_file)
+        if not org_file.exists() and not given.endswith((".yaml", ".yml")):
+            raise FirmError(
+                f"firm {command} takes an org chart, then the goal: {given!r} reads as the "
+                f'goal, so the chart is missing — e.g. firm {command} acme/company.yaml "{given}" '
+                "(`firm init acme` writes one)"
+            )
+        raise FirmError(
+            f"firm {command} takes an org chart, then the goal — the goal is missing: "
+            f'firm {command} {given} "Launch an AI note-taking app"'
+        )
+    return chart_path(org_file), goal

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,8 +26,11 @@ from firm.cli.authority import (
 from firm.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
+    GoalArgument,
     JsonOption,
+    OrgArgument,
     _SignalAsInterrupt,
+    chart_and_goal,
     console,
     err_console,
     print_json,
@@ -179,8 +181,8 @@ def worker(
 
 
 def submit(
-    org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
-    goal: Annotated[str, typer.Argument(help="The goal for the top agent.", show_default=False)],
+    org_file: OrgArgument,
+    goal: GoalArgument = None,
     brain: BrainOption = "simulation",
     db: DbOption = None,
     workspace: WorkspaceOption = None,
@@ -203,6 +205,7 @@ def submit(
 ) -> None:
     """Store a goal for the workers and return its root task id at once (nothing runs here).
     Takes the brain options `firm run` takes; they are stored with the run."""
+    org_file, goal = chart_and_goal("submit", org_file, goal)
     request = grant_request(grant, limit, ttl, budget)
     warn_about_grant(org_file, to, request)
     options = brain_options(

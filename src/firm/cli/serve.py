@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from firm.cli.authority import BudgetOption, GrantOption, LimitOption, TtlOption, grant_request
-from firm.cli.common import DbOption, console, err_console
+from firm.cli.common import DbOption, OrgArgument, chart_path, console, err_console
 from firm.cli.options import (
     BrainOption,
     MaxConcurrentOption,
@@ -28,7 +27,7 @@ from firm.cli.options import (
 
 
 def serve(
-    org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
+    org_file: OrgArgument,
     brain: BrainOption = "simulation",
     db: DbOption = None,
     workspace: WorkspaceOption = None,
@@ -63,7 +62,7 @@ def serve(
     token = os.environ.get("FIRM_TOKEN") or None
     policy = AccessPolicy.for_host(host, token)
     office = Office(
-        org_file,
+        chart_path(org_file),
         db=db,
         brain=brain,
         brain_options=brain_options(

@@ -20,7 +20,10 @@ from firm.cli.authority import (
 from firm.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
+    GoalArgument,
     JsonOption,
+    OrgArgument,
+    chart_and_goal,
     console,
     err_console,
     exit_code_for,
@@ -81,8 +84,8 @@ def _work(firm: Firm, root_ids: list[str], json_mode: bool, many: bool = False) 
 
 
 def run(
-    org_file: Annotated[Path, typer.Argument(help="The org chart (YAML).", show_default=False)],
-    goal: Annotated[str, typer.Argument(help="The goal for the top agent.", show_default=False)],
+    org_file: OrgArgument,
+    goal: GoalArgument = None,
     brain: BrainOption = "simulation",
     db: DbOption = None,
     workspace: WorkspaceOption = None,
@@ -105,6 +108,7 @@ def run(
     json_mode: JsonOption = False,
 ) -> None:
     """Give the company a goal and watch it work, to the end."""
+    org_file, goal = chart_and_goal("run", org_file, goal)
     request = grant_request(grant, limit, ttl, budget)
     org = load_org(org_file)
     warn_about_grant(org, to, request)
