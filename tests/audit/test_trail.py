@@ -198,6 +198,21 @@ def test_the_audit_commands(audited: Audited, tmp_path: Path) -> None:
     assert inline.returncode == 0
     nokey = firm_cli("audit", "verify", "bundle.json", cwd=tmp_path)
     assert nokey.returncode == 1 and nokey.stdout.splitlines()[-1] == "NOT VERIFIED"
+    # --json says the same, with the same exit codes.
+    as_json = firm_cli(
+        "audit", "verify", "bundle.json", "--pubkey", "company.pub", "--json", cwd=tmp_path
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data["verdict"] == "verified" and data["open_at"] is None
+    assert [(c["name"], c["verdict"]) for c in data["checks"]] == [
+        ("integrity", "PASS"),
+        ("monotonicity", "PASS"),
+        ("containment", "PASS"),
+    ]
+    nokey_json = firm_cli("audit", "verify", "bundle.json", "--json", cwd=tmp_path)
+    assert nokey_json.returncode == 1
+    assert json.loads(nokey_json.stdout)["verdict"] == "failed"
     # A tampered bundle exits 1 naming the check.
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     entry(bundle, "tool_denied", "rev")["data"]["code"] = "fine"

@@ -13,7 +13,7 @@ import typer
 from firm.api import Firm
 from firm.audit.keys import AuditKeyError, key_dir_for, load_key, parse_public_key
 from firm.audit.verify import verify_bundle
-from firm.cli.common import EXIT_FAILED, DbOption, err_console
+from firm.cli.common import EXIT_FAILED, DbOption, JsonOption, err_console, print_json
 from firm.errors import FirmError
 from firm.store import resolve_db
 
@@ -81,6 +81,7 @@ def verify(
         ),
     ] = None,
     db: DbOption = None,
+    json_mode: JsonOption = False,
 ) -> None:
     """Check a bundle from it and the key alone: integrity, monotonicity, containment.
     Exits 0 only when every check passes and the tree had ended at the signed head; 3 when
@@ -106,6 +107,21 @@ def verify(
         if local is not None:
             key, source = local.public, f" (the key beside {db})"
     report = verify_bundle(bundle, key)
+    code = 0 if report.verified else EXIT_PARTIAL if report.partial else EXIT_FAILED
+    if json_mode:
+        verdict = "verified" if report.verified else "partial" if report.partial else "failed"
+        print_json(
+            {
+                "verdict": verdict,
+                "checks": [
+                    {"name": c.name, "verdict": c.verdict, "detail": c.detail}
+                    for c in report.checks
+                ],
+                "open_at": report.open_at,
+                "key": source.strip(" ()") or ("--pubkey" if key is not None else None),
+            }
+        )
+        raise typer.Exit(code)
     for check in report.checks:
         print(check.line())
     if report.verified:
