@@ -230,7 +230,8 @@ function onReplay({ batch, rebuilt, animate }) {
   if (batch.length) {
     drawer.onEvents(batch);
     banner.consider(replay.company, batch);
-    if (animate && document.body.dataset.view === "floor") {
+    // At 60× a frame can carry hundreds of events: flights then are noise, and costly.
+    if (animate && batch.length <= 24 && document.body.dataset.view === "floor") {
       floor.render();
       floor.animate(batch);
     }

@@ -194,15 +194,19 @@ export class Floor {
     const counter = kind === "delegation" ? "delegations" : "results";
     layer.dataset[counter] = String(Number(layer.dataset[counter] || 0) + 1);
     const land = () => {
+      // Restart the highlight on the next frame rather than forcing a layout now: with many
+      // results landing at once, a forced layout per landing stalls a large floor for seconds.
       to.node.classList.remove("received");
-      void to.node.offsetWidth; // restart the highlight if it is still on
-      to.node.classList.add("received");
-      setTimeout(() => to.node.classList.remove("received"), 1200);
+      requestAnimationFrame(() => {
+        to.node.classList.add("received");
+        setTimeout(() => to.node.classList.remove("received"), 1200);
+      });
     };
-    if (reducedMotion.matches || this.flying >= MAX_FLIGHTS) {
+    if (reducedMotion.matches) {
       land();
       return;
     }
+    if (this.flying >= MAX_FLIGHTS) return; // the sky is full: the desks' states tell the rest
     const a = from.face.getBoundingClientRect();
     const b = to.face.getBoundingClientRect();
     if (!a.width || !b.width) return;

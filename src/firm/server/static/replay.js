@@ -107,7 +107,7 @@ export class Replay {
     let last = performance.now();
     const tick = (now) => {
       if (!this.playing) return;
-      const dt = Math.min(0.25, (now - last) / 1000); // a hidden tab does not leap ahead
+      const dt = Math.min(1, (now - last) / 1000); // a tab hidden for long does not leap ahead
       last = now;
       this.seek(this.t + dt * this.speed, { animate: true });
       if (this.t >= this.duration) {
