@@ -67,7 +67,7 @@ class Turn:
         if remaining is not None:
             prompt = -(-prompt_chars // CHARS_PER_TOKEN)
             if remaining - prompt < MIN_COMPLETION:
-                budget = (s.task.grant or {}).get("budget_tokens")
+                budget = s.grant.budget_tokens
                 self.give_up(
                     f"budget_exhausted: {s.agent_id} has {remaining} of its {budget} tokens "
                     f"left, and the next model call needs about {prompt} for its prompt alone"
