@@ -194,7 +194,8 @@ def test_a_server_that_cannot_start_fails_the_run_at_load_with_its_name(tmp_path
     )
     assert out.returncode != 0
     assert "MCP server 'ledger'" in out.stderr
-    assert "no-such-mcp-server-binary" in out.stderr
+    # The reason, in the server's own words (here the wrapper's: the command does not exist).
+    assert "cannot start 'no-such-mcp-server-binary'" in out.stderr
     assert "Traceback" not in out.stderr
 
 
@@ -301,3 +302,13 @@ def test_a_chart_without_mcp_servers_never_loads_the_sdk(tmp_path: Path) -> None
         [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_a_call_that_outlives_the_server_timeout_is_a_tool_error(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    model = ScriptedModel()
+    model.when(agent="cfo", step=0).reply(calls(call("ledger_slow", seconds=5)))
+    model.when(agent="cfo", step=1).reply(calls(complete("Gave up on the slow call.")))
+    root, server, _ = run(tmp_path, chart(record).replace("timeout: 20", "timeout: 1"), model)
+    assert root.status == "done", root.error
+    assert any("did not answer within 1 s" in r for r in tool_results(server, "cfo"))

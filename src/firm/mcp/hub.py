@@ -12,6 +12,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -97,11 +98,11 @@ class Connection:
             )
             self._last_ok = time.monotonic()
             return result
-        except TimeoutError:
-            raise ToolError(
-                f"MCP server {name!r}: {tool} did not answer within {timeout:g} s"
-            ) from None
         except Exception as exc:
+            if isinstance(exc, TimeoutError) or _is_timeout(exc):
+                raise ToolError(
+                    f"MCP server {name!r}: {tool} did not answer within {timeout:g} s"
+                ) from None
             if _is_protocol_error(exc):
                 raise ToolError(f"MCP server {name!r} refused {tool}: {_reason(exc)}") from None
             # The connection is gone (the server died, or its pipe or socket broke): the next
@@ -146,10 +147,11 @@ class Connection:
                 f"within {START_TIMEOUT:g} s"
             ) from None
         except Exception as exc:
+            said = stderr_tail(self.config)
             self._drop()
             raise ServerUnavailable(
                 f"MCP server {self.config.name!r} ({self.config.describe()}) cannot be "
-                f"started: {_reason(exc)}"
+                f"started: {said or _reason(exc)}"
             ) from None
         self.starts += 1
         self._last_ok = time.monotonic()
@@ -274,14 +276,29 @@ async def _list_all(client: Any) -> list[Any]:
     return tools
 
 
+# The stderr file of each stdio server's current process, to quote when it fails to start.
+errlogs: dict[ServerConfig, Any] = {}
+
+
+def stderr_tail(config: ServerConfig, limit: int = 600) -> str:
+    f = errlogs.get(config)
+    if f is None:
+        return ""
+    try:
+        f.flush()
+        f.seek(0)
+        text = f.read()[-limit:].strip()
+    except (OSError, ValueError):
+        return ""
+    return str(text)
+
+
 @contextlib.asynccontextmanager
 async def _client_for(config: ServerConfig) -> AsyncIterator[Any]:
     """An initialised MCP client session for the server (the SDK's ClientSession)."""
-    from datetime import timedelta
 
     from mcp import ClientSession
 
-    timeout = timedelta(seconds=config.timeout)
     if config.url is not None:
         import httpx
         from mcp.client.streamable_http import streamable_http_client
@@ -293,7 +310,7 @@ async def _client_for(config: ServerConfig) -> AsyncIterator[Any]:
         async with (
             http,
             streamable_http_client(config.url, http_client=http) as (read, write, _),
-            ClientSession(read, write, read_timeout_seconds=timeout) as session,
+            ClientSession(read, write) as session,
         ):
             await session.initialize()
             yield session
@@ -306,13 +323,27 @@ async def _client_for(config: ServerConfig) -> AsyncIterator[Any]:
     # gets the variables its entry names, never firm's model keys by accident.
     env = {**get_default_environment(), **dict(config.env), PARENT_ENV: str(os.getpid())}
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=config.cwd)
-    with open(os.devnull, "w") as quiet:
-        async with (
-            stdio_client(params, errlog=quiet) as (read, write),
-            ClientSession(read, write, read_timeout_seconds=timeout) as session,
-        ):
-            await session.initialize()
-            yield session
+    # The server's stderr is kept (its last lines explain a server that will not start) in a
+    # file, not a pipe: a chatty server must never block on a pipe nobody reads.
+    # It stays open after the server stops, to be quoted; the next start replaces it.
+    errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+    previous = errlogs.pop(config, None)
+    if previous is not None:
+        previous.close()
+    errlogs[config] = errlog
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """The SDK's own read timeout, which it raises as an error with HTTP's 408 code."""
+    from mcp.shared.exceptions import McpError
+
+    return isinstance(exc, McpError) and getattr(exc.error, "code", None) == 408
 
 
 def _is_protocol_error(exc: BaseException) -> bool:
