@@ -105,13 +105,17 @@ class Firm:
         priority: str = "normal",
         language: str | None = None,
         grant: GrantRequest | dict[str, Any] | None = None,
+        org_yaml: str | None = None,
     ) -> Task:
         """Create the root task for a goal. Nothing runs until run_until/run_until_idle.
 
-        `grant` narrows the top agent's authority for this run, e.g.
-        ``{"tools": ["crm.query"], "limits": {"max_rows": 100}, "ttl": 3600}``.
+        The one way work is submitted: the CLI, the office and teams all come through here.
+        `brain` is a declared brain's name (firm.brains) and `brain_options` the options
+        stored with the run for it. `grant` narrows the top agent's authority for this run,
+        e.g. ``{"tools": ["crm.query"], "limits": {"max_rows": 100}, "ttl": 3600}``.
+        `org_yaml` is the chart's text as written, stored with the run (an OrgChart given
+        without it is stored as it serializes).
         """
-        org_yaml = None
         if not isinstance(org, OrgChart):
             path = Path(org)
             org = load_org(path)

@@ -1,16 +1,33 @@
 """The options every command that starts work shares (`run`, `submit`, `serve`), in one place,
-so that a goal submitted any of these ways can be given exactly the same brain and authority."""
+so that a goal submitted any of these ways can be given exactly the same brain and authority.
+The brains' own options come from their declarations (firm.brains): see with_brain_options."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
+import click
 import typer
+from typer.core import TyperCommand
 
+from firm.brains import brain_specs, options_for
+from firm.brains.registry import all_options
 from firm.errors import FirmError
 
-BrainOption = Annotated[str, typer.Option(help="simulation (no key) or llm.")]
+
+def _brain_help() -> str:
+    names = [
+        s.name if s.installed else f"{s.name} (pip install 'firm[{s.extra}]')"
+        for s in brain_specs()
+    ]
+    return "The brain: " + ", ".join(names) + ". Each brain's options are listed below."
+
+
+BrainOption = Annotated[str, typer.Option(help=_brain_help())]
 WorkspaceOption = Annotated[
     Path | None,
     typer.Option(
@@ -31,82 +48,75 @@ LanguageOption = Annotated[
     str | None,
     typer.Option(help="Language code for the work [default: detected from the goal]."),
 ]
-SimLatencyOption = Annotated[float, typer.Option(help="Simulation: seconds per turn.")]
-SimLingerOption = Annotated[
-    float,
-    typer.Option(
-        help="Simulation: seconds a session stays open after acting, before its turn ends."
-    ),
-]
-SimFailOption = Annotated[
-    list[str] | None, typer.Option(help="Simulation: this agent fails its tasks (repeatable).")
-]
-SimFailRateOption = Annotated[
-    float, typer.Option(help="Simulation: share of tasks that fail, 0 to 1.")
-]
-SeedOption = Annotated[int, typer.Option(help="Simulation: seed for --sim-fail-rate.")]
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        help="LLM: the model of every agent that names none of its own in the chart "
-        "[default: the chart's company llm.model, else FIRM_MODEL]."
-    ),
-]
-TemperatureOption = Annotated[
-    float | None, typer.Option(min=0, max=2, help="LLM: sampling temperature.")
-]
-MaxIterationsOption = Annotated[
-    int | None, typer.Option(min=1, max=1000, help="LLM: model calls per session at most.")
-]
 
 
-def sim_options(
-    latency: float, fail: list[str] | None, fail_rate: float, seed: int, linger: float = 0.0
-) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    if latency:
-        options["latency"] = latency
-    if linger:
-        options["linger"] = linger
-    if fail:
-        options["fail_agents"] = list(fail)
-    if fail_rate:
-        options["fail_rate"] = fail_rate
-    if seed:
-        options["seed"] = seed
-    return options
+def with_brain_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command every declared brain's options, grouped per brain in --help.
 
-
-def brain_options(
-    brain: str,
-    *,
-    sim_latency: float = 0.0,
-    sim_linger: float = 0.0,
-    sim_fail: list[str] | None = None,
-    sim_fail_rate: float = 0.0,
-    seed: int = 0,
-    model: str | None = None,
-    temperature: float | None = None,
-    max_iterations: int | None = None,
-) -> dict[str, Any]:
-    """The options stored with a run for its brain; options for another brain are an error."""
-    llm_asked = model is not None or temperature is not None or max_iterations is not None
-    sim_asked = bool(sim_latency or sim_linger or sim_fail or sim_fail_rate or seed)
-    if brain in ("llm", "crewai"):  # crewai reads the same model settings as llm
-        if sim_asked:
-            raise FirmError(
-                "--sim-latency, --sim-linger, --sim-fail, --sim-fail-rate and --seed apply to "
-                "--brain simulation"
+    The command declares `brain_values: dict[str, Any]` and receives the options' values in
+    it, by `param` name; `options_for(brain, brain_values)` turns them into a run's options.
+    """
+    hints = get_type_hints(fn, include_extras=True)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in inspect.signature(fn).parameters.values()
+        if p.name != "brain_values"
+    ]
+    added = [p.name for p in params]
+    for option, brains in all_options():
+        if option.param in added:
+            raise FirmError(f"brain option {option.flag} clashes with an option of {fn.__name__}")
+        panel = f"Options of the {' and '.join(brains)} brain{'s' if len(brains) > 1 else ''}"
+        info = typer.Option(
+            option.flag,
+            help=option.help,
+            min=option.min,
+            max=option.max,
+            envvar=option.envvar,
+            rich_help_panel=panel,
+            show_default=option.default not in (None, 0, 0.0, False),
+        )
+        params.append(
+            inspect.Parameter(
+                option.param,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=option.default,
+                annotation=Annotated[option.type, info],
             )
-        from firm.brains.llm import submission_options
+        )
+    names = {o.param for o, _ in all_options()}
 
-        return submission_options(
-            model=model, temperature=temperature, max_iterations=max_iterations
-        )
-    if llm_asked:
-        raise FirmError(
-            "--model, --temperature and --max-iterations apply to --brain llm and crewai"
-        )
-    if brain == "simulation":
-        return sim_options(sim_latency, sim_fail, sim_fail_rate, seed, sim_linger)
-    return {}
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> Any:
+        values = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+        return fn(**kwargs, brain_values=values)
+
+    del command.__wrapped__  # typer reads the signature below, not the wrapped function's
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
+class BrainOptionsCommand(TyperCommand):
+    """A command whose --help lists each brain's options in a section of their own."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                panel = getattr(param, "rich_help_panel", None) or "Options"
+                sections.setdefault(panel, []).append(record)
+        for title, records in sections.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+
+def brain_command(app: typer.Typer, fn: Callable[..., Any]) -> None:
+    """Register a command that takes the brains' options (see with_brain_options)."""
+    app.command(cls=BrainOptionsCommand)(with_brain_options(fn))
+
+
+def submission_options(brain: str, brain_values: dict[str, Any] | None) -> dict[str, Any]:
+    """The options stored with a run for its brain; options for another brain are an error."""
+    return options_for(brain, brain_values or {})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -38,18 +38,11 @@ from firm.cli.common import (
 from firm.cli.options import (
     BrainOption,
     LanguageOption,
-    MaxIterationsOption,
-    ModelOption,
     PriorityOption,
-    SeedOption,
-    SimFailOption,
-    SimFailRateOption,
-    SimLatencyOption,
-    SimLingerOption,
-    TemperatureOption,
     ToOption,
     WorkspaceOption,
-    brain_options,
+    brain_command,
+    submission_options,
 )
 from firm.engine import Engine
 from firm.store import open_store
@@ -189,36 +182,19 @@ def submit(
     to: ToOption = None,
     priority: PriorityOption = "normal",
     language: LanguageOption = None,
-    sim_latency: SimLatencyOption = 0.0,
-    sim_linger: SimLingerOption = 0.0,
-    sim_fail: SimFailOption = None,
-    sim_fail_rate: SimFailRateOption = 0.0,
-    seed: SeedOption = 0,
-    model: ModelOption = None,
-    temperature: TemperatureOption = None,
-    max_iterations: MaxIterationsOption = None,
     grant: GrantOption = None,
     limit: LimitOption = None,
     ttl: TtlOption = None,
     budget: BudgetOption = None,
     json_mode: JsonOption = False,
+    brain_values: dict[str, Any] | None = None,
 ) -> None:
     """Store a goal for the workers and return its root task id at once (nothing runs here).
     Takes the brain options `firm run` takes; they are stored with the run."""
     org_file, goal = chart_and_goal("submit", org_file, goal)
     request = grant_request(grant, limit, ttl, budget)
     warn_about_grant(org_file, to, request)
-    options = brain_options(
-        brain,
-        sim_latency=sim_latency,
-        sim_linger=sim_linger,
-        sim_fail=sim_fail,
-        sim_fail_rate=sim_fail_rate,
-        seed=seed,
-        model=model,
-        temperature=temperature,
-        max_iterations=max_iterations,
-    )
+    options = submission_options(brain, brain_values)
     with Firm(db, max_concurrent=1) as firm:
         root = firm.submit(
             org_file,
@@ -252,4 +228,4 @@ def submit(
 def register(app: typer.Typer) -> None:
     app.add_typer(db_app, name="db")
     app.command()(worker)
-    app.command()(submit)
+    brain_command(app, submit)

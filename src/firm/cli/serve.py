@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,16 +13,9 @@ from firm.cli.common import DbOption, OrgArgument, chart_path, console, err_cons
 from firm.cli.options import (
     BrainOption,
     MaxConcurrentOption,
-    MaxIterationsOption,
-    ModelOption,
-    SeedOption,
-    SimFailOption,
-    SimFailRateOption,
-    SimLatencyOption,
-    SimLingerOption,
-    TemperatureOption,
     WorkspaceOption,
-    brain_options,
+    brain_command,
+    submission_options,
 )
 
 
@@ -32,14 +25,6 @@ def serve(
     db: DbOption = None,
     workspace: WorkspaceOption = None,
     max_concurrent: MaxConcurrentOption = None,
-    sim_latency: SimLatencyOption = 0.0,
-    sim_linger: SimLingerOption = 0.0,
-    sim_fail: SimFailOption = None,
-    sim_fail_rate: SimFailRateOption = 0.0,
-    seed: SeedOption = 0,
-    model: ModelOption = None,
-    temperature: TemperatureOption = None,
-    max_iterations: MaxIterationsOption = None,
     grant: GrantOption = None,
     limit: LimitOption = None,
     ttl: TtlOption = None,
@@ -49,6 +34,7 @@ def serve(
         typer.Option(help="Address to listen on. Anything but loopback needs the token for reads."),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one.")] = 8000,
+    brain_values: dict[str, Any] | None = None,
 ) -> None:
     """Open the office: watch the company work in a browser, with the API behind it.
 
@@ -65,17 +51,7 @@ def serve(
         chart_path(org_file),
         db=db,
         brain=brain,
-        brain_options=brain_options(
-            brain,
-            sim_latency=sim_latency,
-            sim_linger=sim_linger,
-            sim_fail=sim_fail,
-            sim_fail_rate=sim_fail_rate,
-            seed=seed,
-            model=model,
-            temperature=temperature,
-            max_iterations=max_iterations,
-        ),
+        brain_options=submission_options(brain, brain_values),
         grant=grant_request(grant, limit, ttl, budget),
         workspace=workspace,
         max_concurrent=max_concurrent,
@@ -125,4 +101,4 @@ def serve(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(serve)
+    brain_command(app, serve)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,19 +36,11 @@ from firm.cli.options import (
     BrainOption,
     LanguageOption,
     MaxConcurrentOption,
-    MaxIterationsOption,
-    ModelOption,
     PriorityOption,
-    SeedOption,
-    SimFailOption,
-    SimFailRateOption,
-    SimLatencyOption,
-    SimLingerOption,
-    TemperatureOption,
     ToOption,
     WorkspaceOption,
-    brain_options,
-    sim_options,
+    brain_command,
+    submission_options,
 )
 from firm.engine.company import Company
 from firm.errors import FirmError
@@ -93,36 +85,19 @@ def run(
     to: ToOption = None,
     priority: PriorityOption = "normal",
     language: LanguageOption = None,
-    sim_latency: SimLatencyOption = 0.0,
-    sim_linger: SimLingerOption = 0.0,
-    sim_fail: SimFailOption = None,
-    sim_fail_rate: SimFailRateOption = 0.0,
-    seed: SeedOption = 0,
-    model: ModelOption = None,
-    temperature: TemperatureOption = None,
-    max_iterations: MaxIterationsOption = None,
     grant: GrantOption = None,
     limit: LimitOption = None,
     ttl: TtlOption = None,
     budget: BudgetOption = None,
     json_mode: JsonOption = False,
+    brain_values: dict[str, Any] | None = None,
 ) -> None:
     """Give the company a goal and watch it work, to the end."""
     org_file, goal = chart_and_goal("run", org_file, goal)
     request = grant_request(grant, limit, ttl, budget)
     org = load_org(org_file)
     warn_about_grant(org, to, request)
-    options = brain_options(
-        brain,
-        sim_latency=sim_latency,
-        sim_linger=sim_linger,
-        sim_fail=sim_fail,
-        sim_fail_rate=sim_fail_rate,
-        seed=seed,
-        model=model,
-        temperature=temperature,
-        max_iterations=max_iterations,
-    )
+    options = submission_options(brain, brain_values)
     firm = Firm(db, max_concurrent=max_concurrent or org.max_concurrent)
     try:
         root = firm.submit(
@@ -160,11 +135,11 @@ def demo(
     text = demo_org_text()
     org = parse_org(text, "firm:examples/demo.yaml")
     firm = Firm(db, max_concurrent=org.max_concurrent)
-    root = firm.engine.submit(
+    root = firm.submit(
         org,
         DEMO_GOAL,
         brain="simulation",
-        brain_options=sim_options(sim_latency, None, 0.0, 0),
+        brain_options=submission_options("simulation", {"sim_latency": sim_latency}),
         workspace=workspace,
         org_yaml=text,
     )
@@ -210,7 +185,7 @@ def resume(
         raise typer.Exit(0)
     for root_id in roots:  # a brain missing its settings (a model, a key) says so now
         try:
-            Company.from_run(firm.store.run(root_id))
+            Company.from_run(firm.store.run(root_id)).close()
         except FirmError:
             firm.close()
             raise
@@ -222,5 +197,5 @@ def resume(
 def register(app: typer.Typer) -> None:
     app.command()(demo)
     app.command()(init)
-    app.command()(run)
+    brain_command(app, run)
     app.command()(resume)

@@ -83,7 +83,7 @@ class Office:
             raise UnknownAgent(
                 f"{self.org.company} has several top agents ({tops}); say which one in 'to'"
             )
-        return self.firm.engine.submit(
+        return self.firm.submit(
             self.org,
             goal,
             to=to,
@@ -92,8 +92,8 @@ class Office:
             workspace=self.workspace.root,
             priority=priority,
             language=language,
-            org_yaml=self.org_yaml,
             grant=self.grant,
+            org_yaml=self.org_yaml,
         )
 
     def cancel(self, task_id: str, reason: str) -> tuple[Task, list[Task]]:

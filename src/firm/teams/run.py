@@ -45,7 +45,7 @@ def submit(
     descriptions = "\n".join(t.description for t in spec.tasks)
     title = f"Team {spec.name}: {len(spec.tasks)} task(s), {spec.process}"
     goal = title + "\n\n" + "\n".join(f"- {t.id}: {t.description.strip()}" for t in spec.tasks)
-    return firm.engine.submit(
+    return firm.submit(
         spec.org_chart(),
         goal,
         brain=BRAIN_NAME,
