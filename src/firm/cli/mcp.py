@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -11,10 +11,9 @@ from firm.cli.common import DbOption, err_console
 from firm.cli.options import (
     BrainOption,
     MaxConcurrentOption,
-    ModelOption,
-    SimLatencyOption,
     WorkspaceOption,
-    brain_options,
+    brain_command,
+    submission_options,
 )
 from firm.errors import FirmError
 
@@ -25,8 +24,6 @@ def mcp(
     db: DbOption = None,
     workspace: WorkspaceOption = None,
     max_concurrent: MaxConcurrentOption = None,
-    sim_latency: SimLatencyOption = 0.0,
-    model: ModelOption = None,
     http: Annotated[
         bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")
     ] = False,
@@ -34,6 +31,7 @@ def mcp(
     port: Annotated[
         int, typer.Option(min=1, max=65535, help="With --http: the port to listen on.")
     ] = 8765,
+    brain_values: dict[str, Any] | None = None,
 ) -> None:
     """Serve the company to MCP clients: give_goal, list_tasks, get_task, cancel_task,
     read_file. The engine works the goals in this process, on the same store as the CLI."""
@@ -45,7 +43,7 @@ def mcp(
     from firm.org import load_org
 
     org = load_org(org_file)
-    options = brain_options(brain, sim_latency=sim_latency, model=model)
+    options = submission_options(brain, brain_values)
     firm = Firm(db, max_concurrent=max_concurrent or org.max_concurrent)
     service = CompanyService(
         firm, org, org_file, brain=brain, brain_options=options, workspace=workspace
@@ -69,4 +67,4 @@ def mcp(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(mcp)
+    brain_command(app, mcp)
