@@ -174,3 +174,19 @@ def test_an_allowed_call_outside_the_grant_fails_containment(audited: Audited) -
     assert report.check("integrity").verdict == "PASS"
     result = report.check("containment")
     assert result.verdict == "FAIL" and "crm.export is outside the task's grant" in result.detail
+
+
+def test_a_re_signed_log_whose_task_ends_before_it_starts_fails_integrity(
+    audited: Audited,
+) -> None:
+    """An insider who rewrites and re-signs the log still cannot make a task's life one the
+    state machine does not allow: here rev's task is "completed" straight from todo."""
+    bad = copy.deepcopy(audited.bundle)
+    started = entry(bad, "started", "rev")
+    started["kind"] = "completed"
+    report = verify_bundle(rehash(bad, audited.key), audited.key.public)
+    integrity = report.check("integrity")
+    assert integrity.verdict == "FAIL"
+    moved = f"entry {started['seq']} (completed) moves task {started['task_id']} from todo to done"
+    assert moved in integrity.detail
+    assert "which the task state machine does not allow" in integrity.detail

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from firm.events import CATALOGUE, EventKind
 from firm.store.base import Event
 from firm.tasks import Status, Task
 
@@ -124,18 +125,11 @@ def tasks_table(tasks: list[Task]) -> Table:
     return table
 
 
+# A plain log shows a task's life: every kind that moves a task (and revocations, denials).
 EVENT_WORDS = {
-    "created": "created",
-    "delegated": "delegated",
-    "started": "started",
-    "waiting": "waiting",
-    "woken": "woken",
-    "completed": "completed",
-    "failed": "failed",
-    "cancelled": "cancelled",
-    "requeued": "requeued",
-    "revoked": "revoked",
-    "tool_denied": "denied",
+    **{k: k.value for k, spec in CATALOGUE.items() if spec.status is not None},
+    EventKind.REVOKED: "revoked",
+    EventKind.TOOL_DENIED: "denied",
 }
 
 
@@ -146,12 +140,12 @@ def event_line(e: Event) -> str | None:
         return None
     clock = time.strftime("%H:%M:%S", time.localtime(e.ts))
     extra = ""
-    if e.kind == "delegated":
+    if e.kind == EventKind.DELEGATED:
         extra = f" → {e.data.get('to')}: {e.data.get('title')}"
-    elif e.kind == "created":
+    elif e.kind == EventKind.CREATED:
         extra = f": {e.data.get('title')}"
-    elif e.kind == "failed":
+    elif e.kind == EventKind.FAILED:
         extra = f": {e.data.get('error')}"
-    elif e.kind == "tool_denied":
+    elif e.kind == EventKind.TOOL_DENIED:
         extra = f" {e.data.get('tool')} ({e.data.get('code')})"
     return f"{clock} {word:<9} {e.task_id} {e.agent or ''}{extra}"

@@ -35,6 +35,7 @@ from firm.engine.company import Company
 from firm.engine.runs import prepare_run
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
+from firm.events import ENDINGS, TO_TODO
 from firm.org import OrgChart
 from firm.session import Session, SessionCancelled
 from firm.store.base import Event, Store
@@ -47,8 +48,6 @@ log = logging.getLogger("firm.engine")
 
 Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
-_NEW_WORK = frozenset({"created", "delegated", "woken", "requeued"})
-_ENDINGS = frozenset({"completed", "failed", "cancelled"})
 
 
 class Engine:
@@ -274,9 +273,9 @@ class Engine:
         return not counts.get("todo") and not counts.get("in_progress")
 
     def _on_events(self, events: list[Event]) -> None:
-        if any(e.kind in _NEW_WORK for e in events):
+        if any(e.kind in TO_TODO for e in events):
             self._nudge.set()
-        if any(e.kind in _ENDINGS and e.task_id in self._watched for e in events):
+        if any(e.kind in ENDINGS and e.task_id in self._watched for e in events):
             self._progress.set()
 
     def _on_signal(self, signal: StoreSignal) -> None:

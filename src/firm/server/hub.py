@@ -20,12 +20,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from firm.events import EventKind
 from firm.store.base import Event, Store
 
 log = logging.getLogger("firm.server")
 
 # Delegating and finishing show on the page as flights and statuses, not as a desk's action.
 LIFECYCLE = frozenset({"delegate_task", "complete_task", "fail_task"})
+_ACTIONS = frozenset({EventKind.TOOL_CALL, EventKind.TOOL_DENIED})  # what a desk shows it doing
 
 
 def encode_event(event: Event) -> str:
@@ -144,15 +146,15 @@ class EventHub:
         for e in events:
             if not e.agent:
                 continue
-            if e.kind == "thought":
+            if e.kind == EventKind.THOUGHT:
                 note = self._notes.setdefault(e.agent, AgentNote())
                 note.thought, note.thought_at = str(e.data.get("text", "")), e.ts
                 note.thought_task = e.task_id
-            elif e.kind in ("tool_call", "tool_denied") and e.data.get("tool") not in LIFECYCLE:
+            elif e.kind in _ACTIONS and e.data.get("tool") not in LIFECYCLE:
                 note = self._notes.setdefault(e.agent, AgentNote())
                 summary = e.data.get("summary") or ""
                 verb = e.data.get("tool", "")
-                denied = " (denied)" if e.kind == "tool_denied" else ""
+                denied = " (denied)" if e.kind == EventKind.TOOL_DENIED else ""
                 note.action = f"{verb} {summary}".strip() + denied
                 note.action_at = e.ts
                 note.action_task = e.task_id

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import case, false, select, true, update
 
+from firm.events import EventKind
 from firm.store import schema
 from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
@@ -33,7 +34,7 @@ class Cancellation(TaskTree):
             ).all()
             cancelled = [task_from_row(r) for r in rows]
             for t in cancelled:
-                tx.emit("cancelled", t, reason=reason, by=by)
+                tx.emit(EventKind.CANCELLED, t, reason=reason, by=by)
             if cancelled:
                 self._wake_if_done(tx, parent_id)
         return cancelled
@@ -64,10 +65,10 @@ class Cancellation(TaskTree):
             ).all()
             revoked = [task_from_row(r) for r in rows]
             for t in revoked:
-                tx.emit("revoked", t, reason=reason, by=by, origin=task_id)
+                tx.emit(EventKind.REVOKED, t, reason=reason, by=by, origin=task_id)
             for t in revoked:  # RETURNING shows new rows: those cancelled now finished now
                 if t.status == Status.CANCELLED and t.finished_at == tx.now:
-                    tx.emit("cancelled", t, reason=f"revoked: {reason}", by=by)
+                    tx.emit(EventKind.CANCELLED, t, reason=f"revoked: {reason}", by=by)
             if revoked:
                 self._wake_if_done(tx, parent_id)
         return revoked

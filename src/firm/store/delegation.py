@@ -11,6 +11,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from firm.errors import TaskNotFound, TaskNotHeld
+from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
@@ -60,7 +61,7 @@ class Delegation(TaskTree):
                         )
                     task = self._insert_task(tx, new_task_id(), parent.root_id, parent_id, new, key)
                     tx.emit(
-                        "delegated",
+                        EventKind.DELEGATED,
                         task,
                         new.created_by,
                         to=new.assignee,
@@ -107,18 +108,20 @@ class Delegation(TaskTree):
                 }
                 after = task_from_row(tx.conn.execute(Q.SETTLE_ENDED, ended).one())
                 if status == Status.DONE:
-                    tx.emit("completed", task, result=outcome.result, files=list(outcome.files))
+                    tx.emit(
+                        EventKind.COMPLETED, task, result=outcome.result, files=list(outcome.files)
+                    )
                 else:
-                    tx.emit("failed", task, error=outcome.error)
+                    tx.emit(EventKind.FAILED, task, error=outcome.error)
                 woke = self._wake_if_done(tx, parent_id)
             elif outcome.kind == "yielded":
                 still_open = self._open_children(tx.conn, task_id)
                 status = Status.WAITING if still_open else Status.TODO
                 yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
                 after = task_from_row(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
-                tx.emit("waiting", task, open_subtasks=still_open)
+                tx.emit(EventKind.WAITING, task, open_subtasks=still_open)
                 if not still_open:  # invariant 2: reports all finished before the turn ended
-                    tx.emit("woken", task, immediately=True)
+                    tx.emit(EventKind.WOKEN, task, immediately=True)
                     woke = [task_id]
             else:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")

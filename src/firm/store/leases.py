@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from sqlalchemy import delete, exists, func, insert, or_, select, update
 
 from firm.errors import StoreError
+from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.queries import OPEN_VALUES
@@ -77,7 +78,7 @@ class Leases(TaskTree):
                 (task_from_row(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
             )
             for t in claimed:
-                tx.emit("started", t, attempt=t.attempts, turn=t.turn, worker=worker_id)
+                tx.emit(EventKind.STARTED, t, attempt=t.attempts, turn=t.turn, worker=worker_id)
         return claimed
 
     @retrying
@@ -124,7 +125,7 @@ class Leases(TaskTree):
                 worker, expires = orphans[tid]
                 cause, reason = _requeue_reason(worker, expires, worker in dead, tx.now)
                 tx.emit(
-                    "requeued",
+                    EventKind.REQUEUED,
                     tid,
                     assignee,
                     attempt=attempts,
@@ -153,7 +154,7 @@ class Leases(TaskTree):
                     .returning(T.c.id, T.c.assignee)
                 ).all()
             for tid, assignee in woke:
-                tx.emit("woken", tid, assignee, recovered=True)
+                tx.emit(EventKind.WOKEN, tid, assignee, recovered=True)
         return {"requeued": [r[0] for r in requeued], "woken": [w[0] for w in woke]}
 
     @retrying
@@ -173,7 +174,7 @@ class Leases(TaskTree):
             tx.conn.execute(delete(meta).where(meta.c.key == "max_running"))
             if limit is not None:
                 tx.conn.execute(insert(meta).values(key="max_running", value=str(limit)))
-            tx.emit("setting", None, None, max_running=limit)
+            tx.emit(EventKind.SETTING, None, None, max_running=limit)
 
     @retrying
     def renew_leases(
@@ -214,5 +215,5 @@ class Leases(TaskTree):
                 .returning(T.c.id, T.c.assignee)
             ).all()
             for tid, assignee in rows:
-                tx.emit("requeued", tid, assignee, reason=reason)
+                tx.emit(EventKind.REQUEUED, tid, assignee, reason=reason)
         return [r[0] for r in rows]

@@ -19,11 +19,12 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from firm.events import TO_TODO
+
 log = logging.getLogger("firm.store")
 
 CHANNEL = "firm_events"
 _PAYLOAD_LIMIT = 7000  # PostgreSQL allows just under 8000 bytes
-TODO_KINDS = frozenset({"created", "delegated", "woken", "requeued"})
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ SignalListener = Callable[[StoreSignal], None]
 def payload(seq: int, kinds: Iterable[str], cancelled: list[str]) -> str:
     kinds = set(kinds)
     body: dict[str, object] = {"seq": seq}
-    if kinds & TODO_KINDS:
+    if kinds & TO_TODO:  # new work: a nudge for idle workers
         body["todo"] = 1
     if cancelled:
         body["cancelled"] = cancelled

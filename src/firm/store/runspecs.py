@@ -11,6 +11,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from firm.errors import TaskNotFound
+from firm.events import EventKind
 from firm.store import schema
 from firm.store.base import NewTask, RunSpec
 from firm.store.queries import OPEN_VALUES
@@ -54,7 +55,7 @@ class Runs(TaskTree):
             )
             task = self._insert_task(tx, task_id, task_id, None, root, dedupe_key=None)
             tx.emit(
-                "created",
+                EventKind.CREATED,
                 task,
                 title=task.title,
                 description=task.description,

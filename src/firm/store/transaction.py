@@ -27,7 +27,7 @@ class Tx:
         self.appended: list[Event] = []
 
     def emit(
-        self, kind: str, task: Task | str | None, agent: str | None = None, **data: Any
+        self, kind: EventKind, task: Task | str | None, agent: str | None = None, **data: Any
     ) -> None:
         if isinstance(task, Task):
             task_id, agent = task.id, agent or task.assignee

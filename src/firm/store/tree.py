@@ -9,6 +9,7 @@ import json
 from sqlalchemy import Connection, literal, select
 
 from firm.errors import TaskNotFound
+from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import NewTask
@@ -56,7 +57,7 @@ class TaskTree(SqlBase):
             return []
         woke = tx.conn.execute(Q.WAKE, {"p_parent": parent_id, "p_now": tx.now}).all()
         for task_id, assignee in woke:
-            tx.emit("woken", task_id, assignee)
+            tx.emit(EventKind.WOKEN, task_id, assignee)
         return [w[0] for w in woke]
 
     def _lock_subtree(self, tx: Tx, task_id: str, open_only: bool):  # type: ignore[no-untyped-def]

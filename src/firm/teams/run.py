@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from firm.api import Firm
+from firm.events import EventKind
 from firm.language import detect_language
 from firm.tasks import Status, Task
 from firm.teams.ledger import TeamState, read
@@ -168,7 +169,7 @@ def collect(firm: Firm, root_id: str) -> TeamResult:
     turn_ids = [t.task.id for t in state.turns]
     if turn_ids:
         for e in firm.store.events_after(0, 1_000_000, task_ids=turn_ids):
-            if e.kind == "manager_decision" and e.data.get("verdict") == "rejected":
+            if e.kind == EventKind.MANAGER_DECISION and e.data.get("verdict") == "rejected":
                 rejections.setdefault(e.task_id or "", []).append(str(e.data.get("reason")))
             elif e.kind == DOWNGRADED and e.data.get("to") in MANAGER_OUTPUTS:
                 step = {k: e.data.get(k) for k in ("from", "to", "error")}

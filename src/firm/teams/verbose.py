@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from firm.events import EventKind
 from firm.store.base import Event
 from firm.teams.spec import TeamSpec
 
@@ -23,7 +24,7 @@ def event_printer(spec: TeamSpec, decisions_only: bool = False) -> Callable[[lis
 
 def describe_event(e: Event, names: dict[str, str]) -> str | None:
     d = e.data
-    if e.kind == "manager_decision":
+    if e.kind == EventKind.MANAGER_DECISION:
         turn = f"turn {d.get('turn')}"
         verdict = d.get("verdict")
         if verdict == "execute":
@@ -33,15 +34,15 @@ def describe_event(e: Event, names: dict[str, str]) -> str | None:
         if verdict == "reselected":
             return f"[manager] {turn}: ignored — {d.get('reason')}"
         return f"[manager] {turn}: {d.get('reason')}"
-    if e.kind == "manager_output_downgraded":
+    if e.kind == EventKind.MANAGER_OUTPUT_DOWNGRADED:
         return (
             f"[manager] turn {d.get('turn')}: the model API refused {d.get('from')} answers; "
             f"asking with {d.get('to')} from now on"
         )
-    if e.agent in names and e.kind in ("started", "completed", "failed"):
+    if e.agent in names and e.kind in (EventKind.STARTED, EventKind.COMPLETED, EventKind.FAILED):
         return f"[{names[e.agent]}] {e.kind} {e.task_id}"
-    if e.kind == "team_task_excluded":
+    if e.kind == EventKind.TEAM_TASK_EXCLUDED:
         return f"[team] {d.get('task_id')} is excluded after {d.get('failures')} failure(s)"
-    if e.kind == "team_ended":
+    if e.kind == EventKind.TEAM_ENDED:
         return f"[team] {d.get('status')}" + (f": {d.get('reason')}" if d.get("reason") else "")
     return None
