@@ -39,10 +39,6 @@ class TaskNotFound(FirmError):
         super().__init__(f"no task with id {task_id!r}")
 
 
-class InvalidTransition(FirmError):
-    """A task was asked to move between two states the state machine does not connect."""
-
-
 class StoreError(FirmError):
     """The store cannot be opened or used as asked."""
 

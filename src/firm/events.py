@@ -5,13 +5,13 @@ concerns, and a JSON object of data. This module names each kind once (`EventKin
 enum, so the stored values are plain strings) and gives the schema of its data (a TypedDict,
 checked by pydantic). The store refuses an event whose kind is not here or whose data does
 not fit (`validate`, on the append path); readers — the verifier, the terminal, the team
-runner, the office page (through a generated `kinds.js`) — take kinds from here.
+runner, the office page (through a generated `catalogue.js`) — take kinds from here.
 
 Reading stays lenient: an event stored by an older version loads and verifies as it is,
 whatever its kind or data. Only what is written now must fit the catalogue.
 
 To add a kind: a member of `EventKind`, a TypedDict for its data, an entry in `CATALOGUE`,
-then regenerate the page's copy (`python -m firm.server.kinds`) and add a row to
+then regenerate the page's copy (`python -m firm.server.catalogue`) and add a row to
 docs/office.md. docs/architecture.md says it at more length.
 """
 
@@ -256,51 +256,61 @@ class KindSpec:
         object.__setattr__(self, "adapter", TypeAdapter(self.data))
 
 
-def _spec(kind: EventKind, doc: str, data: type, **kw: Any) -> tuple[EventKind, KindSpec]:
-    return kind, KindSpec(kind, doc, data, **kw)
-
-
-K = EventKind
-CATALOGUE: dict[EventKind, KindSpec] = dict(
-    [
-        _spec(K.CREATED, "a goal was given", Created, status=Status.TODO, creates=True),
-        _spec(
-            K.DELEGATED,
+CATALOGUE: dict[EventKind, KindSpec] = {
+    s.kind: s
+    for s in [
+        KindSpec(EventKind.CREATED, "a goal was given", Created, status=Status.TODO, creates=True),
+        KindSpec(
+            EventKind.DELEGATED,
             "a manager handed out a subtask",
             Delegated,
             status=Status.TODO,
             creates=True,
         ),
-        _spec(K.STARTED, "a session began on the task", Started, status=Status.IN_PROGRESS),
-        _spec(K.WAITING, "the manager waits on its reports", Waiting, status=Status.WAITING),
-        _spec(K.WOKEN, "the manager's reports have all ended", Woken, status=Status.TODO),
-        _spec(K.COMPLETED, "the task is done", Completed, status=Status.DONE),
-        _spec(K.FAILED, "the task failed", Failed, status=Status.FAILED),
-        _spec(K.CANCELLED, "the task was cancelled", Cancelled, status=Status.CANCELLED),
-        _spec(K.REQUEUED, "a session was lost; back in the queue", Requeued, status=Status.TODO),
-        _spec(K.REVOKED, "the task's authority was revoked", Revoked),
-        _spec(K.THOUGHT, "the agent's thinking", Thought),
-        _spec(K.TOOL_CALL, "a tool ran", ToolCall),
-        _spec(K.TOOL_DENIED, "a tool call was refused by the authority check", ToolDenied),
-        _spec(K.TOOL_ERROR, "a tool call the model got wrong", ToolErrorData),
-        _spec(K.MODEL_CALL, "the LLM brain called its model", ModelCall),
-        _spec(K.MODEL_RETRY, "a model call is retried", ModelRetry),
-        _spec(K.MODEL_ERROR, "a model call failed for good", ModelError),
-        _spec(K.MANAGER_DECISION, "a team's manager decided its turn", ManagerDecision),
-        _spec(
-            K.MANAGER_OUTPUT_DOWNGRADED,
+        KindSpec(
+            EventKind.STARTED, "a session began on the task", Started, status=Status.IN_PROGRESS
+        ),
+        KindSpec(
+            EventKind.WAITING, "the manager waits on its reports", Waiting, status=Status.WAITING
+        ),
+        KindSpec(
+            EventKind.WOKEN, "the manager's reports have all ended", Woken, status=Status.TODO
+        ),
+        KindSpec(EventKind.COMPLETED, "the task is done", Completed, status=Status.DONE),
+        KindSpec(EventKind.FAILED, "the task failed", Failed, status=Status.FAILED),
+        KindSpec(EventKind.CANCELLED, "the task was cancelled", Cancelled, status=Status.CANCELLED),
+        KindSpec(
+            EventKind.REQUEUED,
+            "a session was lost; back in the queue",
+            Requeued,
+            status=Status.TODO,
+        ),
+        KindSpec(EventKind.REVOKED, "the task's authority was revoked", Revoked),
+        KindSpec(EventKind.THOUGHT, "the agent's thinking", Thought),
+        KindSpec(EventKind.TOOL_CALL, "a tool ran", ToolCall),
+        KindSpec(
+            EventKind.TOOL_DENIED, "a tool call was refused by the authority check", ToolDenied
+        ),
+        KindSpec(EventKind.TOOL_ERROR, "a tool call the model got wrong", ToolErrorData),
+        KindSpec(EventKind.MODEL_CALL, "the LLM brain called its model", ModelCall),
+        KindSpec(EventKind.MODEL_RETRY, "a model call is retried", ModelRetry),
+        KindSpec(EventKind.MODEL_ERROR, "a model call failed for good", ModelError),
+        KindSpec(EventKind.MANAGER_DECISION, "a team's manager decided its turn", ManagerDecision),
+        KindSpec(
+            EventKind.MANAGER_OUTPUT_DOWNGRADED,
             "the model API refused the manager's answer format; a weaker one is used",
             ManagerOutputDowngraded,
         ),
-        _spec(
-            K.TEAM_TASK_EXCLUDED, "a team task failed too often and is left out", TeamTaskExcluded
+        KindSpec(
+            EventKind.TEAM_TASK_EXCLUDED,
+            "a team task failed too often and is left out",
+            TeamTaskExcluded,
         ),
-        _spec(K.TEAM_ENDED, "a team's run ended", TeamEnded),
-        _spec(K.CHECKPOINT, "the audit log's head was signed", Checkpoint),
-        _spec(K.SETTING, "a store-wide setting changed", Setting),
+        KindSpec(EventKind.TEAM_ENDED, "a team's run ended", TeamEnded),
+        KindSpec(EventKind.CHECKPOINT, "the audit log's head was signed", Checkpoint),
+        KindSpec(EventKind.SETTING, "a store-wide setting changed", Setting),
     ]
-)
-del K
+}
 
 
 def kinds_into(*statuses: Status) -> frozenset[EventKind]:
@@ -386,14 +396,30 @@ def transition_problems(
 
 
 def catalogue_data() -> dict[str, Any]:
-    """The catalogue as JSON: each kind's description, status and data schema."""
+    """The catalogue as JSON: each kind's description, the status it moves its task to, and
+    the schema of its data; and the task state machine those statuses follow."""
     kinds = {}
     for kind, spec in CATALOGUE.items():
-        schema = spec.adapter.json_schema()
-        kinds[str(kind)] = {
+        kinds[kind.value] = {
+            "name": kind.name,
             "doc": spec.doc,
-            "status": str(spec.status) if spec.status else None,
+            "status": spec.status.value if spec.status else None,
             "creates": spec.creates,
-            "data": schema,
+            "data": _untitled(spec.adapter.json_schema()),
         }
-    return {"kinds": kinds}
+    statuses = {
+        s.value: {"terminal": s.terminal, "next": sorted(n.value for n in TRANSITIONS[s])}
+        for s in Status
+    }
+    return {"kinds": kinds, "statuses": statuses}
+
+
+def _untitled(schema: Any) -> Any:
+    """A JSON schema without the titles pydantic derives from key names (noise here)."""
+    if isinstance(schema, dict):
+        return {
+            k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from firm.events import transition_problems
 from firm.store import open_store
 from firm.tasks import Status
 from tests.conftest import firm_cli
@@ -103,6 +104,8 @@ def test_killed_runs_resume_to_the_same_tree_with_nothing_lost_or_done_twice(
         )
         assert {t.status for t in tasks} == {Status.DONE}
         events = store.events_after(0, 100_000)
+        # Killed five times, every task still moved only as the state machine allows.
+        assert transition_problems([(e.seq, e.kind, e.task_id) for e in events]) == []
         completed = Counter(e.task_id for e in events if e.kind == "completed")
         assert set(completed) == {t.id for t in tasks}
         assert max(completed.values()) == 1  # none completed twice

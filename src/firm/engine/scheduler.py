@@ -49,7 +49,6 @@ log = logging.getLogger("firm.engine")
 Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
 
-
 class Engine:
     """Runs the sessions of every open task in a store."""
 

@@ -6,7 +6,7 @@ import { GoalBanner, progressChips } from "./banner.js";
 import { Drawer } from "./drawer.js";
 import { Feed } from "./feed.js";
 import { Floor } from "./floor.js";
-import { GOAL_KINDS } from "./kinds.js";
+import { ENDINGS, GOAL_KINDS, KIND } from "./kinds.js";
 import { renderOrgChart } from "./orgchart.js";
 import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
@@ -283,8 +283,8 @@ function announce(events) {
   for (const e of events) {
     const task = company.tasks.get(e.task_id);
     if (!task || task.parent_id) continue;
-    if (["completed", "failed", "cancelled"].includes(e.kind)) {
-      $("announcer").textContent = `Goal “${task.title}” ${e.kind === "completed" ? "is done" : `was ${e.kind}`}.`;
+    if (ENDINGS.has(e.kind)) {
+      $("announcer").textContent = `Goal “${task.title}” ${e.kind === KIND.COMPLETED ? "is done" : `was ${e.kind}`}.`;
     }
   }
 }

@@ -1,6 +1,6 @@
 // The activity feed: the log, as sentences, newest first.
 
-import { AUDIT_KINDS, LIFECYCLE_TOOLS as QUIET_TOOLS } from "./kinds.js";
+import { AUDIT_KINDS, KIND, LIFECYCLE_TOOLS as QUIET_TOOLS } from "./kinds.js";
 import { avatar, clip, clock, el, hue } from "./util.js";
 
 const KEEP = 120;
@@ -53,38 +53,38 @@ export class Feed {
     if (AUDIT_KINDS.has(e.kind)) return null; // `firm audit verify` reads them, people need not
     const who = e.agent ? this.name(e.agent) : "";
     switch (e.kind) {
-      case "created":
+      case KIND.CREATED:
         return { tone: "goal", text: `New goal for ${who}: “${clip(d.title, 90)}”` };
-      case "delegated":
+      case KIND.DELEGATED:
         return { tone: "delegate", text: `${who} → ${this.name(d.to)}: “${clip(d.title, 90)}”` };
-      case "started": {
+      case KIND.STARTED: {
         const rerun = d.attempt > (d.turn ?? 0) + 1 ? " (re-run)" : "";
         return d.turn > 0
           ? { tone: "start", text: `${who} merges the results of ${this.title(e.task_id)}${rerun}` }
           : { tone: "start", text: `${who} started ${this.title(e.task_id)}${rerun}` };
       }
-      case "thought":
+      case KIND.THOUGHT:
         return { tone: "thought", text: `${who}: “${clip(d.text, 160)}”` };
-      case "tool_call":
+      case KIND.TOOL_CALL:
         if (QUIET_TOOLS.has(d.tool)) return null;
         return { tone: d.ok === false ? "bad" : "tool", text: `${who} · ${d.tool} ${clip(d.summary ?? "", 80)}${d.ok === false ? " (error)" : ""}` };
-      case "tool_denied":
+      case KIND.TOOL_DENIED:
         return { tone: "bad", text: `${who} was denied ${d.tool}: ${clip(d.reason ?? "", 120)}` };
-      case "tool_error":
+      case KIND.TOOL_ERROR:
         return { tone: "bad", text: `${who} · ${d.tool}: ${clip(d.error ?? "", 120)}` };
-      case "waiting":
+      case KIND.WAITING:
         return d.open_subtasks
           ? { tone: "wait", text: `${who} waits on ${d.open_subtasks} report${d.open_subtasks === 1 ? "" : "s"}` }
           : null;
-      case "woken":
+      case KIND.WOKEN:
         return { tone: "wait", text: `${who}'s reports on ${this.title(e.task_id)} have all finished` };
-      case "completed":
+      case KIND.COMPLETED:
         return { tone: "done", text: `${who} finished ${this.title(e.task_id)}` };
-      case "failed":
+      case KIND.FAILED:
         return { tone: "bad", text: `${who} failed ${this.title(e.task_id)}: ${clip(d.error ?? "", 140)}` };
-      case "cancelled":
+      case KIND.CANCELLED:
         return { tone: "cancel", text: `${this.title(e.task_id)} was cancelled: ${clip(d.reason ?? "", 100)}` };
-      case "requeued":
+      case KIND.REQUEUED:
         return { tone: "wait", text: `${this.title(e.task_id)} goes back in the queue: ${clip(d.reason ?? "", 100)}` };
       default:
         return { tone: "other", text: `${e.kind}${who ? ` · ${who}` : ""}${e.task_id ? ` · ${e.task_id}` : ""}` };

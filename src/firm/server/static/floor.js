@@ -1,6 +1,7 @@
 // The office floor: a room per team (its manager's desk first), a desk per agent, and the
 // paperwork flying between desks: delegations down, results back up.
 
+import { KIND } from "./kinds.js";
 import { avatar, clip, el, reducedMotion } from "./util.js";
 
 const MAX_FLIGHTS = 24;
@@ -175,12 +176,12 @@ export class Floor {
   /** Paper flies for fresh delegations and results. */
   animate(events) {
     for (const e of events) {
-      if (e.kind === "delegated") this.fly(e.agent, e.data?.to, "delegation", e.data?.title);
-      else if (e.kind === "completed" || e.kind === "failed") {
+      if (e.kind === KIND.DELEGATED) this.fly(e.agent, e.data?.to, "delegation", e.data?.title);
+      else if (e.kind === KIND.COMPLETED || e.kind === KIND.FAILED) {
         const task = this.company.tasks.get(e.task_id);
         if (task?.parent_id) {
           const boss = this.company.tasks.get(task.parent_id)?.assignee ?? task.created_by;
-          this.fly(task.assignee, boss, e.kind === "completed" ? "result done" : "result failed", task.title);
+          this.fly(task.assignee, boss, e.kind === KIND.COMPLETED ? "result done" : "result failed", task.title);
         }
       }
     }

@@ -1,7 +1,7 @@
 // The page's model of the company: the org chart, the tasks it knows, what each agent is up to.
 // It is fed a snapshot and then events, and tells listeners what changed.
 
-import { LIFECYCLE_TOOLS } from "./kinds.js";
+import { KIND, LIFECYCLE_TOOLS } from "./kinds.js";
 import { OPEN } from "./util.js";
 
 /** A task as its creation event (created or delegated) describes it: todo, nothing done. */
@@ -86,7 +86,7 @@ export class Company {
   applyOne(e) {
     const d = e.data || {};
     switch (e.kind) {
-      case "created":
+      case KIND.CREATED:
         this.put(newTask(e, {
           root_id: e.task_id,
           parent_id: null,
@@ -94,7 +94,7 @@ export class Company {
           created_by: d.created_by ?? "user",
         }));
         break;
-      case "delegated": {
+      case KIND.DELEGATED: {
         const parent = this.tasks.get(d.parent_id);
         this.put(newTask(e, {
           root_id: parent?.root_id ?? d.parent_id,
@@ -104,7 +104,7 @@ export class Company {
         }));
         break;
       }
-      case "started": {
+      case KIND.STARTED: {
         const task = this.tasks.get(e.task_id);
         this.patch(e.task_id, {
           status: "in_progress",
@@ -115,14 +115,14 @@ export class Company {
         });
         break;
       }
-      case "waiting":
+      case KIND.WAITING:
         this.patch(e.task_id, { status: "waiting", updated_at: e.ts });
         break;
-      case "woken":
-      case "requeued":
+      case KIND.WOKEN:
+      case KIND.REQUEUED:
         this.patch(e.task_id, { status: "todo", updated_at: e.ts });
         break;
-      case "completed":
+      case KIND.COMPLETED:
         this.patch(e.task_id, {
           status: "done",
           result: d.result ?? null,
@@ -131,20 +131,20 @@ export class Company {
           updated_at: e.ts,
         });
         break;
-      case "failed":
+      case KIND.FAILED:
         this.patch(e.task_id, { status: "failed", error: d.error ?? null, finished_at: e.ts, updated_at: e.ts });
         break;
-      case "cancelled":
+      case KIND.CANCELLED:
         this.patch(e.task_id, { status: "cancelled", error: d.reason ?? null, finished_at: e.ts, updated_at: e.ts });
         break;
-      case "thought":
+      case KIND.THOUGHT:
         if (e.agent) this.note(e.agent, { thought: d.text ?? "", thought_at: e.ts, thought_task: e.task_id });
         break;
-      case "tool_call":
-      case "tool_denied":
+      case KIND.TOOL_CALL:
+      case KIND.TOOL_DENIED:
         // Delegating and finishing show as flights and statuses; a desk's action line is for work.
         if (e.agent && !LIFECYCLE_TOOLS.has(d.tool)) {
-          const action = `${d.tool ?? ""} ${d.summary ?? ""}`.trim() + (e.kind === "tool_denied" ? " (denied)" : "");
+          const action = `${d.tool ?? ""} ${d.summary ?? ""}`.trim() + (e.kind === KIND.TOOL_DENIED ? " (denied)" : "");
           this.note(e.agent, { action, action_at: e.ts, action_task: e.task_id });
         }
         break;
