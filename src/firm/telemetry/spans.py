@@ -17,7 +17,15 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-SESSION_ENDS = {"completed", "failed", "waiting", "cancelled", "requeued"}
+from firm.events import EventKind
+
+SESSION_ENDS = {
+    EventKind.COMPLETED,
+    EventKind.FAILED,
+    EventKind.WAITING,
+    EventKind.CANCELLED,
+    EventKind.REQUEUED,
+}
 CONTENT_LIMIT = 4000
 
 
@@ -95,22 +103,25 @@ class SpanBuilder:
 
     def _one(self, e: Any) -> list[SpanRecord]:
         kind, data = e.kind, e.data or {}
-        if kind == "started":
+        if kind == EventKind.STARTED:
             return self._start_session(e)
         session = self._sessions.get(e.task_id)
         out: list[SpanRecord] = []
-        if kind == "delegated":
+        if kind == EventKind.DELEGATED:
             out.extend(self._delegated(e))
-        elif kind == "model_call" and session is not None:
+        elif kind == EventKind.MODEL_CALL and session is not None:
             out.append(self._model_call(e, session.span))
-        elif kind in ("tool_call", "tool_denied", "tool_error") and session is not None:
+        elif (
+            kind in (EventKind.TOOL_CALL, EventKind.TOOL_DENIED, EventKind.TOOL_ERROR)
+            and session is not None
+        ):
             out.append(self._tool_call(e, session.span))
-        elif kind == "thought" and session is not None and self._capture:
+        elif kind == EventKind.THOUGHT and session is not None and self._capture:
             text = str(data.get("text", ""))[:CONTENT_LIMIT]
             session.span.events.append(("gen_ai.assistant.message", e.ts, {"content": text}))
-        if kind in SESSION_ENDS or (kind == "woken" and data.get("immediately")):
+        if kind in SESSION_ENDS or (kind == EventKind.WOKEN and data.get("immediately")):
             out.extend(self._end_session(e))
-        if kind in ("completed", "failed", "cancelled"):
+        if kind in (EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED):
             info = self._info(e.task_id)
             if info.parent_id is None:
                 out.append(self._goal(e, info))
@@ -157,7 +168,7 @@ class SpanBuilder:
         span.end = e.ts
         span.attributes["firm.outcome"] = e.kind
         span.attributes["firm.seq.end"] = e.seq
-        if e.kind == "failed":
+        if e.kind == EventKind.FAILED:
             span.error = str((e.data or {}).get("error", "failed"))[:500]
         return [span]
 
@@ -192,7 +203,7 @@ class SpanBuilder:
     def _tool_call(self, e: Any, session: SpanRecord) -> SpanRecord:
         d = e.data or {}
         tool = str(d.get("tool") or "tool")
-        verdict = "denied" if e.kind == "tool_denied" else "allowed"
+        verdict = "denied" if e.kind == EventKind.TOOL_DENIED else "allowed"
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": tool,
@@ -201,11 +212,11 @@ class SpanBuilder:
             "firm.seq": e.seq,
         }
         error = None
-        if e.kind == "tool_denied":
+        if e.kind == EventKind.TOOL_DENIED:
             reason = str(d.get("reason") or d.get("code") or "denied")
             attrs["firm.authority.reason"] = reason[:500]
             error = f"denied: {reason}"[:500]
-        elif e.kind == "tool_error" or d.get("ok") is False:
+        elif e.kind == EventKind.TOOL_ERROR or d.get("ok") is False:
             error = str(d.get("error") or "the tool failed")[:500]
         checked = d.get("checked_at")
         start = float(checked) if isinstance(checked, int | float) and checked <= e.ts else e.ts
@@ -262,5 +273,5 @@ class SpanBuilder:
                 "firm.outcome": e.kind,
                 "firm.seq.end": e.seq,
             },
-            error=str((e.data or {}).get("error"))[:500] if e.kind == "failed" else None,
+            error=str((e.data or {}).get("error"))[:500] if e.kind == EventKind.FAILED else None,
         )
