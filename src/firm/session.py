@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +20,11 @@ from firm.audit import recordable
 from firm.audit.chain import canonical_json, digest
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, GrantError, remaining_budget
+from firm.brains.protocol import SessionCancelled, ToolResult
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.events import EventKind
 from firm.org import AgentSpec, OrgChart
-from firm.store.base import NewTask, Store
+from firm.store.base import Event, NewTask, Store
 from firm.tasks import Outcome, Priority, Status, Task
 from firm.tools.arguments import canonical_arguments
 from firm.tools.builtin import COMPLETE
@@ -36,25 +37,10 @@ THOUGHT_LIMIT = 4000
 MAX_TOOL_NAME = 200
 
 
-class SessionCancelled(Exception):
-    """Raised into a brain when its task was cancelled (or its worker is stopping)."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(reason)
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    ok: bool
-    content: str
-    denied: Denial | None = None
-
-    def __str__(self) -> str:
-        return self.content
-
-
 class Session(ToolContext):
+    """The engine's session: implements firm.brains.protocol.Session for brains and
+    ToolContext for the built-in tools."""
+
     def __init__(
         self,
         *,
@@ -128,6 +114,34 @@ class Session(ToolContext):
                     offered.append(t)
             self._offered = offered
         return list(self._offered)
+
+    def find_tool(self, name: str) -> ToolDef | None:
+        return self.company.registry.find(name)
+
+    def subtree(self, task_id: str | None = None) -> list[Task]:
+        tree = self.store.subtree(task_id or self.task.id)
+        if tree and tree[0].root_id != self.task.root_id:
+            raise ToolError(f"{task_id} is not a task of this run")
+        return tree
+
+    def events_of(self, task_ids: Iterable[str]) -> list[Event]:
+        ids = list(task_ids)
+        if not ids:
+            return []
+        events = self.store.events_after(0, 1_000_000, task_ids=ids)
+        run = {t.id for t in self.store.subtree(self.task.root_id)}
+        return [e for e in events if e.task_id in run]
+
+    def log(self, kind: str, data: Mapping[str, Any]) -> None:
+        self.store.append_events([(kind, self.task.id, self.agent_id, recordable.data(data))])
+
+    def give_up(self, reason: str) -> None:
+        if self.outcome is not None:
+            return
+        result = self.call("fail_task", {"reason": recordable.text(reason) or "no reason given"})
+        if self.outcome is None:  # denied: only a revoked task is, and it is cancelled too
+            self._cancel.set()
+            raise SessionCancelled(f"could not fail {self.task.id}: {result}")
 
     # --- cancellation --------------------------------------------------------------------
 
@@ -223,7 +237,7 @@ class Session(ToolContext):
 
     # --- tools ---------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
+    def call(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> ToolResult:
         """Run a tool by dotted name or model name, through the one checked path.
 
         In order: a session that has ended runs nothing more; the arguments are made canonical

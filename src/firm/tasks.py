@@ -154,3 +154,7 @@ class Outcome:
     @classmethod
     def yielded(cls) -> Outcome:
         return cls("yielded")
+
+
+# The engine's task under a name of its own: `firm.Task` is a team's task (firm.teams).
+TaskRecord = Task

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from firm.session import Session
+    from firm.brains.protocol import Session
 
 
 class Brain(Protocol):

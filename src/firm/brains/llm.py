@@ -27,7 +27,7 @@ from firm.errors import FirmError
 from firm.org import LLMConfig, OrgChart
 
 if TYPE_CHECKING:
-    from firm.session import Session
+    from firm.brains.protocol import Session
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_MAX_ITERATIONS = 20
@@ -189,7 +189,7 @@ class LLMBrain:
         try:
             settings = self.settings_for(session.org, session.agent_id)
         except FirmError as exc:
-            session.fail(str(exc))
+            session.give_up(str(exc))
             return None
         loop = SessionLoop(session, settings.loop, self._client(settings.endpoint), **loop_options)
         return loop.run()

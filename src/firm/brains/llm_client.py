@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from firm.session import SessionCancelled
+from firm.brains.protocol import SessionCancelled
 
 if TYPE_CHECKING:
-    from firm.session import Session
+    from firm.brains.protocol import Session
 
 POLL = 0.05  # seconds between looks at the cancel signal while waiting for the model
 STORE_POLL = 1.0  # seconds between looks at the store (cancellation from another process)

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from firm.brains.llm_client import ModelCallError, ModelClient, Reply, Usage
 from firm.brains.llm_prompt import drop_null_optionals, system_prompt, tool_specs
+from firm.brains.protocol import SessionCancelled, ToolResult
 from firm.events import EventKind
-from firm.session import SessionCancelled, ToolResult
 
 if TYPE_CHECKING:
-    from firm.session import Session
+    from firm.brains.protocol import Session
     from firm.tools.registry import ToolDef
 
 # Checks a final answer: None accepts it; a message sends it back to the model to correct.
@@ -168,7 +168,7 @@ class SessionLoop:
             messages.append(_assistant_message(reply))
             all_ok, only_delegation = True, True
             for call in reply.tool_calls:
-                tool = s.company.registry.find(call.name)
+                tool = s.find_tool(call.name)
                 if self.only_tools is not None and (tool is None or tool.name not in offered):
                     result = self._not_offered(call.name, tools)
                 else:
@@ -199,9 +199,7 @@ class SessionLoop:
         s = self.session
         names = ", ".join(sorted(t.model_name for t in tools)) or "none"
         message = f"there is no tool {name!r} here (available: {names})"
-        s.store.append_events(
-            [(EventKind.TOOL_ERROR, s.task_id, s.agent_id, {"tool": name, "error": message})]
-        )
+        s.log(EventKind.TOOL_ERROR, {"tool": name[:200], "error": message})
         return ToolResult(False, f"error: {message}")
 
     # --- one call --------------------------------------------------------------------------
@@ -222,9 +220,7 @@ class SessionLoop:
             raise
         except ModelCallError as err:
             self.thoughts.flush()
-            s.store.append_events(
-                [(EventKind.MODEL_ERROR, s.task_id, s.agent_id, {"error": str(err)})]
-            )
+            s.log(EventKind.MODEL_ERROR, {"error": str(err)})
             self._give_up(str(err))
             return None
         self.thoughts.flush()
@@ -251,20 +247,14 @@ class SessionLoop:
         }
         if usage.estimated:
             data["estimated"] = True
-        s.store.append_events([(EventKind.MODEL_CALL, s.task_id, s.agent_id, data)])
+        s.log(EventKind.MODEL_CALL, data)
         return reply
 
     def _on_retry(self, attempt: int, delay: float, err: ModelCallError) -> None:
         s = self.session
-        s.store.append_events(
-            [
-                (
-                    EventKind.MODEL_RETRY,
-                    s.task_id,
-                    s.agent_id,
-                    {"attempt": attempt, "delay": round(delay, 3), "error": str(err)[:500]},
-                )
-            ]
+        s.log(
+            EventKind.MODEL_RETRY,
+            {"attempt": attempt, "delay": round(delay, 3), "error": str(err)[:500]},
         )
 
     # --- budget and endings ----------------------------------------------------------------
@@ -298,7 +288,7 @@ class SessionLoop:
         if s.delegated:
             s.think(f"Ending the turn: {reason}")
             return None
-        s.fail(reason)
+        s.give_up(reason)
         return None
 
 

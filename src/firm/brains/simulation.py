@@ -17,8 +17,8 @@ from firm.errors import FirmError
 from firm.tasks import Status, normalise_title
 
 if TYPE_CHECKING:
+    from firm.brains.protocol import Session
     from firm.org import AgentSpec
-    from firm.session import Session
     from firm.tasks import Task
 
 # Title keywords → the kind of work a person with that title delivers. First match wins, so

@@ -18,8 +18,8 @@ from firm.teams.manager import run_manager_turn
 from firm.teams.spec import BRAIN_NAME, COORDINATOR, TeamSpec
 
 if TYPE_CHECKING:
+    from firm.brains.protocol import Session
     from firm.org import OrgChart
-    from firm.session import Session
 
 
 @dataclass

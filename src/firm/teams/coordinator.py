@@ -23,7 +23,6 @@ from firm.tasks import Status
 from firm.teams.ledger import TeamState, read
 from firm.teams.prompts import turn_brief, worker_description
 from firm.teams.spec import (
-    COORDINATOR,
     MAX_RETRIES,
     TeamSpec,
     task_id_of,
@@ -32,7 +31,7 @@ from firm.teams.spec import (
 )
 
 if TYPE_CHECKING:
-    from firm.session import Session
+    from firm.brains.protocol import Session
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ def _sequential(spec: TeamSpec, state: TeamState) -> Step:
 
 
 def run_coordinator(session: Session, spec: TeamSpec) -> None:
-    state = read(spec, session.store.subtree(session.task_id))
+    state = read(spec, session.subtree())
     _log_exclusion(session, state)
     step = next_step(spec, state)
     steps = step if isinstance(step, list) else [step]
@@ -148,12 +147,8 @@ def _log_exclusion(session: Session, state: TeamState) -> None:
     if task is None or task.status != "excluded" or task.attempts[-1:] != [last.worker.id]:
         return
     data = {"task_id": task.id, "failures": len(task.failures), "reason": task.failures[-1]}
-    session.store.append_events(
-        [(EventKind.TEAM_TASK_EXCLUDED, session.task_id, COORDINATOR, data)]
-    )
+    session.log(EventKind.TEAM_TASK_EXCLUDED, data)  # the session's agent is COORDINATOR
 
 
 def _ended(session: Session, status: str, reason: str | None) -> None:
-    session.store.append_events(
-        [(EventKind.TEAM_ENDED, session.task_id, COORDINATOR, {"status": status, "reason": reason})]
-    )
+    session.log(EventKind.TEAM_ENDED, {"status": status, "reason": reason})

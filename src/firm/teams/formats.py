@@ -22,8 +22,7 @@ from firm.teams.spec import DOWNGRADED, MANAGER_OUTPUTS
 MODES = MANAGER_OUTPUTS
 
 if TYPE_CHECKING:
-    from firm.session import Session
-    from firm.store.base import Store
+    from firm.brains.protocol import Session
     from firm.teams.spec import TeamSpec
 
 _ABOUT_FORMAT = (
@@ -51,14 +50,14 @@ def rejects_format(err: ModelCallError) -> bool:
     return any(word in message for word in _ABOUT_FORMAT)
 
 
-def mode_in_effect(store: Store, spec: TeamSpec, turn_ids: Iterable[str]) -> str:
+def mode_in_effect(session: Session, spec: TeamSpec, turn_ids: Iterable[str]) -> str:
     """The format this run asks for now: the team's setting, lowered by every downgrade an
     earlier turn (or an interrupted session of this one) logged."""
     mode = spec.manager_output
     ids = list(turn_ids)
     if not ids:
         return mode
-    for e in store.events_after(0, 1_000_000, task_ids=ids):
+    for e in session.events_of(ids):
         if e.kind == DOWNGRADED and e.data.get("to") in MODES:
             mode = max(mode, e.data["to"], key=MODES.index)
     return mode
@@ -104,5 +103,5 @@ class FormatFallbackClient(ModelClient):
                 if lower is None or not rejects_format(err):
                     raise
                 data = {"turn": self.turn, "from": self.mode, "to": lower, "error": str(err)[:500]}
-                session.store.append_events([(DOWNGRADED, session.task_id, session.agent_id, data)])
+                session.log(DOWNGRADED, data)
                 self.mode = lower

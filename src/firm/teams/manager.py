@@ -29,7 +29,7 @@ from firm.teams.spec import MAX_REPROMPTS, TeamSpec, worker_title
 if TYPE_CHECKING:
     from firm.brains.llm import LLMBrain
     from firm.brains.llm_loop import AnswerCheck
-    from firm.session import Session
+    from firm.brains.protocol import Session
     from firm.tools.registry import ToolDef
 
 
@@ -39,7 +39,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
         _after_delegating(session, children)
         return
     assert spec.manager is not None
-    tree = session.store.subtree(session.task.root_id)
+    tree = session.subtree(session.task.root_id)
     state = read(spec, tree)
     choices = Choices(
         tasks={t: s.status for t, s in state.tasks.items()},
@@ -61,7 +61,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
             return None
         rejected.append(verdict.reason)
         if len(rejected) > MAX_REPROMPTS:
-            session.fail(
+            session.give_up(
                 f"the manager gave {len(rejected)} invalid answers in a row; the last: "
                 f"{verdict.reason}"
             )
@@ -73,7 +73,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
     if session.ended:
         return
     if not decided:
-        session.fail("the manager ended its turn without a decision")
+        session.give_up("the manager ended its turn without a decision")
         return
     verdict = decided[-1]
     if verdict.kind != "execute":
@@ -90,7 +90,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
         },
     )
     if not result.ok:
-        session.fail(f"could not hand {task.id} to {verdict.agent_name}: {result.content}")
+        session.give_up(f"could not hand {task.id} to {verdict.agent_name}: {result.content}")
 
 
 def _ask(
@@ -107,10 +107,10 @@ def _ask(
     try:
         settings = llm.settings_for(session.org, session.agent_id)
     except FirmError as exc:
-        session.fail(str(exc))
+        session.give_up(str(exc))
         return
     names = [t.model_name for t in tools]
-    mode = mode_in_effect(session.store, spec, turn_ids)
+    mode = mode_in_effect(session, spec, turn_ids)
     client = FormatFallbackClient(
         settings.endpoint,
         RetryPolicy(llm.max_retries, llm.backoff, llm.backoff_max),
@@ -166,6 +166,4 @@ def _log(session: Session, number: int | None, verdict: Verdict, answer: str) ->
         data["reason"] = verdict.reason
     if verdict.kind == "rejected":
         data["answer"] = answer[:500]
-    session.store.append_events(
-        [(EventKind.MANAGER_DECISION, session.task_id, session.agent_id, data)]
-    )
+    session.log(EventKind.MANAGER_DECISION, data)

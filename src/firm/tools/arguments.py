@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from firm.errors import ToolError
@@ -28,6 +29,8 @@ def canonical_arguments(tool: str, raw: Any) -> dict[str, Any]:
         return {}
     if isinstance(raw, str | bytes):
         raw = _parse(tool, raw)
+    elif isinstance(raw, Mapping) and not isinstance(raw, dict):
+        raw = dict(raw)
     if not isinstance(raw, dict):
         raise ToolError(
             f"{tool}: arguments must be a JSON object, not {_json_type(raw)}; send one JSON object"

@@ -30,7 +30,7 @@ from firm.org import OrgChart
 
 if TYPE_CHECKING:
     from firm.brains.llm import AgentSettings
-    from firm.session import Session
+    from firm.brains.protocol import Session
 
 EXPECTED_OUTPUT = (
     "The task done. Finish with complete_task (your result, and the files that hold it), "
@@ -74,7 +74,7 @@ class CrewAIBrain:
         try:
             settings = self.llm.settings_for(session.org, session.agent_id)
         except FirmError as exc:
-            session.fail(str(exc))
+            session.give_up(str(exc))
             return None
         turn = Turn(session, max_iterations=settings.loop.max_iterations)
         try:
@@ -132,7 +132,7 @@ class CrewAIBrain:
         if session.delegated:
             session.think(f"Ending the turn: {reason}")
             return None
-        session.fail(reason)
+        session.give_up(reason)
         return None
 
 

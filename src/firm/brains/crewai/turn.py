@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from firm.session import SessionCancelled
+from firm.brains.protocol import SessionCancelled
 
 if TYPE_CHECKING:
-    from firm.session import Session, ToolResult
+    from firm.brains.protocol import Session, ToolResult
 
 MIN_COMPLETION = 16  # as in the llm brain: a call that could not even say "done" is not made
 CHARS_PER_TOKEN = 4
@@ -85,7 +85,7 @@ class Turn:
         if s.delegated:
             s.think(f"Ending the turn: {reason}")
         elif not s.ended:
-            s.fail(reason)
+            s.give_up(reason)
         self.gave_up = reason
         raise EndSession
 
