@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from firm.authority.check import Denial
+    from firm.authority.grants import Grant
     from firm.org import AgentSpec, OrgChart
     from firm.store.base import Event
     from firm.tasks import Task
@@ -70,6 +71,11 @@ class Session(Protocol):
 
     @property
     def reports(self) -> list[AgentSpec]: ...
+
+    @property
+    def grant(self) -> Grant:
+        """The authority this task runs under (scopes, ceilings, expiry, token budget)."""
+        ...
 
     @property
     def ended(self) -> bool:
