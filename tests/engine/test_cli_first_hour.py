@@ -71,3 +71,14 @@ def test_piped_output_keeps_each_line_whole(tmp_path: Path) -> None:
         line.startswith(("╭", " ", "│", "╰", "Files", "Tasks", "Acme", "2", "1", "0"))
         for line in out.stdout.splitlines()
     ), out.stdout
+
+
+def test_the_report_keeps_what_was_not_delivered_on_a_line_of_its_own(tmp_path: Path) -> None:
+    firm_cli("init", "acme", cwd=tmp_path, check=True)
+    out = firm_cli("run", "acme", "Go", "--sim-fail", "cto", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = [line.strip("│ ") for line in out.stdout.splitlines()]
+    assert "Not delivered (1):" in lines, out.stdout
+    root = json.loads(firm_cli("tasks", "--json", cwd=tmp_path).stdout)[0]
+    listed = out.stdout.split("Files (in", 1)[1].splitlines()[1:-1]
+    assert [f.strip() for f in listed] == root["files"]

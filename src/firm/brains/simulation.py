@@ -253,7 +253,7 @@ class SimulationBrain:
             f"- {t.title} by {t.assignee}: {', '.join(t.files) or 'no files'}" for t in done
         ]
         if failed:
-            summary.append(f"Not delivered ({len(failed)}):")
+            summary += ["", f"Not delivered ({len(failed)}):"]  # a paragraph of its own
             summary += [f"- {t.title} by {t.assignee} → {t.status}: {t.error}" for t in failed]
         session.call(
             "complete_task", {"result": "\n".join(summary), "files": list(dict.fromkeys(files))}

@@ -156,10 +156,13 @@ def _report(firm: Firm, root: Task) -> None:
             border_style=style,
         )
     )
-    if summary["files"]:
+    # A finished run's files are the ones its top agent delivered (a revoked or failed
+    # subtree's leftovers are not among them); an unfinished run shows what exists so far.
+    files = root.files if root.status == Status.DONE else summary["files"]
+    if files:
         company = firm.store.run(root.root_id)
         console.print(f"[bold]Files[/] (in {company.workspace}):")
-        for f in summary["files"]:
+        for f in files:
             console.print(f"  {f}")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(summary["counts"].items()))
     console.print(f"[dim]Tasks: {counts}[/]")
