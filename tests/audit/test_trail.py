@@ -16,7 +16,7 @@ from firm.audit.keys import PRIVATE_NAME, load_or_create_key, signature_valid
 from firm.audit.verify import verify_bundle
 from tests.audit.conftest import AUDIT_CO, Audited, audit_scripts, entry, rehash
 from tests.authority.scripted import ScriptedBrain, open_firm, write_company
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 
 def forge_allowed_call(audited: Audited, assignee: str, checked_seq: int | None = None) -> None:

@@ -12,10 +12,7 @@ from firm.api import Firm
 from firm.authority.grants import Grant
 from firm.tasks import Status
 from tests.authority.scripted import ScriptedBrain, delegate, open_firm, run_company, write_company
-
-
-def events_of(firm: Firm, kind: str) -> list:
-    return [e for e in firm.events(limit=100_000) if e.kind == kind]
+from tests.support import events_of
 
 
 def grant_of(firm: Firm, assignee: str) -> Grant:

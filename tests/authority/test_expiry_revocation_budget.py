@@ -16,7 +16,7 @@ from firm.session import Session
 from firm.tasks import Status
 from firm.tools.builtin import FILE_TOOLS
 from tests.authority.scripted import ScriptedBrain, delegate, open_firm, run_company, write_company
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 TEAM = """\
 company: Team Co

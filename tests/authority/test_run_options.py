@@ -8,7 +8,7 @@ from pathlib import Path
 
 from firm.api import Firm
 from tests.authority.scripted import write_company
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 ORG = """\
 company: Cli Co

@@ -9,8 +9,9 @@ from firm.api import Firm
 from firm.org import load_org
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete, delegate
+from tests.support import events_of
 
-from .conftest import Runner, events_of
+from .conftest import Runner
 
 ORG = """\
 company: Tools Co

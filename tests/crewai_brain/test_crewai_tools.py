@@ -13,8 +13,9 @@ from firm.org import load_org
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete
 from firm.tools import from_crewai
+from tests.support import events_of
 
-from .conftest import Runner, events_of
+from .conftest import Runner
 
 TOOLS = """\
 from crewai.tools import BaseTool

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import THREE_LEVELS, firm_cli
+from tests.conftest import THREE_LEVELS
+from tests.support import firm_cli
 
 
 @pytest.fixture

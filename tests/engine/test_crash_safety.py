@@ -15,7 +15,7 @@ from pathlib import Path
 from firm.events import transition_problems
 from firm.store import open_store
 from firm.tasks import Status
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 ORG = """\
 company: Crashy

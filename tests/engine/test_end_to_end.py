@@ -99,7 +99,7 @@ def test_a_session_that_ends_without_completing_has_its_last_message_as_result(
     store: SqlStore, three_levels: OrgChart, tmp_path: Path
 ) -> None:
     from firm.session import Session
-    from tests.engine.conftest import ScriptedBrain
+    from firm.testing import FunctionBrain
 
     def chatty(session: Session) -> str:
         session.call("files.write", {"path": "notes.md", "content": "notes"})
@@ -108,7 +108,7 @@ def test_a_session_that_ends_without_completing_has_its_last_message_as_result(
     def silent(session: Session) -> None:
         return None
 
-    brain = ScriptedBrain({"gabriel": chatty, "hana": silent})
+    brain = FunctionBrain({"gabriel": chatty, "hana": silent})
     with Engine(store, heartbeat=0.2, brain=brain) as engine:
         said = engine.submit(three_levels, "Look into it", to="gabriel", workspace=tmp_path / "w")
         mute = engine.submit(three_levels, "Look into it", to="hana", workspace=tmp_path / "w")

@@ -13,10 +13,10 @@ from firm.org import OrgChart
 from firm.session import Session
 from firm.store import NewTask, RunSpec, SqlStore
 from firm.tasks import Priority, Status
-from tests.engine.conftest import ScriptedBrain
+from firm.testing import FunctionBrain
 
 
-def recording_sim(**options: object) -> tuple[ScriptedBrain, dict[str, list[str]]]:
+def recording_sim(**options: object) -> tuple[FunctionBrain, dict[str, list[str]]]:
     """The simulation brain, with every brief it was given kept per agent."""
     sim = SimulationBrain.from_options(dict(options))
     briefs: dict[str, list[str]] = {}
@@ -25,7 +25,7 @@ def recording_sim(**options: object) -> tuple[ScriptedBrain, dict[str, list[str]
         briefs.setdefault(session.agent_id, []).append(session.brief)
         return sim.run(session)
 
-    return ScriptedBrain({}, default=run), briefs
+    return FunctionBrain({}, default=run), briefs
 
 
 def test_a_failed_report_reaches_its_manager_who_decides(
@@ -96,7 +96,7 @@ def test_cancelling_a_subtree_stops_running_sessions_and_wakes_the_parent(
             raise
         return sim.run(session)
 
-    brain = ScriptedBrain({"gabriel": slow_leaf, "hana": slow_leaf}, default=sim.run)
+    brain = FunctionBrain({"gabriel": slow_leaf, "hana": slow_leaf}, default=sim.run)
     with Engine(store, max_concurrent=8, heartbeat=0.2, brain=brain) as engine:
         root = engine.submit(three_levels, "Launch the app", workspace=ws)
         deadline = time.monotonic() + 20
@@ -180,7 +180,7 @@ def test_a_long_result_is_bounded_in_the_managers_brief(
         session.call("complete_task", {"result": long_result, "files": ["all.md"]})
         return None
 
-    brain = ScriptedBrain({"cto": cto, "gabriel": gabriel})
+    brain = FunctionBrain({"cto": cto, "gabriel": gabriel})
     with Engine(store, heartbeat=0.2, brain=brain) as engine:
         root = engine.submit(three_levels, "Write", to="cto", workspace=tmp_path / "ws")
         assert engine.run_until(root.id, timeout=30).status == Status.DONE

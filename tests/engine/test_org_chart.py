@@ -8,7 +8,7 @@ import pytest
 
 from firm.errors import OrgChartError
 from firm.org import load_org, top_agent
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 
 def problems_for(tmp_path: Path, text: str) -> list[str]:

@@ -17,7 +17,7 @@ from firm.org import OrgChart
 from firm.session import Session
 from firm.store import NewTask, RunSpec, SqlStore
 from firm.tasks import Outcome, Status
-from tests.engine.conftest import ScriptedBrain
+from firm.testing import FunctionBrain
 
 RUN = RunSpec("", "<test>", "simulation", {}, "/tmp/unused")
 
@@ -87,7 +87,7 @@ def test_an_interrupted_manager_resumes_without_delegating_twice(
             session.check_cancelled()
         return sim.run(session)
 
-    brain = ScriptedBrain({"ceo": ceo}, default=sim.run)
+    brain = FunctionBrain({"ceo": ceo}, default=sim.run)
     first = Engine(store, heartbeat=0.2, brain=brain, max_concurrent=1)
     first.start()
     root = first.submit(three_levels, "Launch", workspace=tmp_path / "ws")
@@ -159,7 +159,7 @@ def test_the_concurrency_limit_holds_under_load(
                 running -= 1
 
     with Engine(
-        store, max_concurrent=3, heartbeat=0.2, brain=ScriptedBrain({}, default=counted)
+        store, max_concurrent=3, heartbeat=0.2, brain=FunctionBrain({}, default=counted)
     ) as engine:
         roots = [engine.submit(org, f"Goal {i}", workspace=tmp_path / "ws") for i in range(3)]
         for r in roots:

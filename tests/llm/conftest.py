@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,38 +10,16 @@ import pytest
 
 from firm.api import Firm
 from firm.org import OrgChart
-from firm.store.base import Event
 from firm.tasks import Task
-from firm.testing import ModelServer, ScriptedModel
+from firm.testing import ModelServer
 
 # Retries and timeouts short enough that the failure tests take a fraction of a second.
 FAST = {"backoff": 0.01, "backoff_max": 0.02, "timeout": 5.0}
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The developer's own model settings must not leak into what the tests expect.
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FIRM_MODEL", "FIRM_DB"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def model() -> ScriptedModel:
-    """A scripted model with no autopilot: a request no rule answers fails loudly (400)."""
-    return ScriptedModel(autopilot=False)
-
-
-@pytest.fixture
-def server(model: ScriptedModel) -> Iterator[ModelServer]:
-    with ModelServer(model) as s:
-        yield s
-
-
-@pytest.fixture
-def firm(tmp_path: Path) -> Iterator[Firm]:
-    f = Firm(tmp_path / "state" / "firm.db", heartbeat=0.2)
-    yield f
-    f.close()
+def _clean_env(clean_model_env: None) -> None:
+    """No developer's model settings in these tests."""
 
 
 Runner = Callable[..., Task]
@@ -72,11 +50,3 @@ def run_llm(firm: Firm, server: ModelServer, tmp_path: Path) -> Runner:
         return firm.run_until(root.id, timeout=wait)
 
     return run
-
-
-def events_of(firm: Firm, kind: str, task_id: str | None = None) -> list[Event]:
-    return [
-        e
-        for e in firm.events(limit=100_000)
-        if e.kind == kind and (task_id is None or e.task_id == task_id)
-    ]

@@ -19,8 +19,9 @@ from firm.testing import (
     error,
     hang,
 )
+from tests.support import events_of
 
-from .conftest import FAST, Runner, events_of
+from .conftest import FAST, Runner
 
 FINISH = calls(complete("all good"))
 

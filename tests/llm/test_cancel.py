@@ -8,8 +8,9 @@ from firm.api import Firm
 from firm.org import OrgChart
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel, hang, slow, text
+from tests.support import events_of
 
-from .conftest import FAST, events_of
+from .conftest import FAST
 
 
 def _submit(firm: Firm, org: OrgChart, server: ModelServer, tmp_path: Path) -> str:

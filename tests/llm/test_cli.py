@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from firm.testing import ModelServer, ScriptedModel, error, hang
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 GOAL = "Launch an AI note-taking app"
 MODEL_VARS = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FIRM_MODEL")

@@ -18,8 +18,9 @@ from firm.testing import (
     delegate,
     write_file,
 )
+from tests.support import events_of
 
-from .conftest import Runner, events_of
+from .conftest import Runner
 
 
 def script_company(model: ScriptedModel) -> None:

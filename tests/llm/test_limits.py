@@ -8,8 +8,9 @@ from firm.api import Firm
 from firm.org import OrgChart
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete, delegate
+from tests.support import events_of
 
-from .conftest import Runner, events_of
+from .conftest import Runner
 
 LIST = calls(call("files_list"))
 

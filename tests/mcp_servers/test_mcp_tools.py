@@ -21,7 +21,7 @@ import pytest
 from firm import Firm
 from firm.org import parse_org
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete, delegate
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 pytestmark = pytest.mark.timeout(240)
 

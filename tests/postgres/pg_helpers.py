@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from sqlalchemy import text
 
@@ -92,22 +88,3 @@ def wait_until_queued(pg_server, url: str, n: int, threads: list[threading.Threa
 
 def open_statuses(store: SqlStore, root_id: str) -> dict[str, int]:
     return {s: n for s, n in store.counts(root_id).items() if not Status(s).terminal}
-
-
-def firm_cli(
-    *args: str, cwd: Path, timeout: float = 120, check: bool = False, env: dict | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the real `firm` command (as `python -m firm`, so this checkout's code runs)."""
-    full_env = {k: v for k, v in os.environ.items() if k != "FIRM_DB"}
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "firm", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"firm {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
-    return proc

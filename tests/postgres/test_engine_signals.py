@@ -41,25 +41,25 @@ def _long_session(store, tmp_path, lease: float) -> tuple[Engine, str]:  # type:
     return engine, root.id
 
 
-def test_a_cancel_from_another_process_stops_the_running_session(any_store, open_any, tmp_path):
+def test_a_cancel_from_another_process_stops_the_running_session(store, open_any, tmp_path):
     # On PostgreSQL only the NOTIFY can stop it in time (the lease heartbeat is 20 s away);
     # on SQLite the heartbeat finds the cancelled state.
-    lease = 60.0 if any_store.dialect == "postgresql" else 3.0
-    engine, root_id = _long_session(any_store, tmp_path, lease)
+    lease = 60.0 if store.dialect == "postgresql" else 3.0
+    engine, root_id = _long_session(store, tmp_path, lease)
     try:
         elsewhere = open_any()
         elsewhere.cancel(root_id, "not needed any more", by="someone else")
         _wait_for(lambda: engine.running == [], "the session stopped")
-        task = any_store.get_task(root_id)
+        task = store.get_task(root_id)
         assert task.status == Status.CANCELLED and task.error == "not needed any more"
     finally:
         engine.stop()
 
 
 def test_a_session_that_lost_its_lease_stops_and_leaves_the_task_to_its_new_worker(
-    any_store, open_any, tmp_path
+    store, open_any, tmp_path
 ):
-    engine, root_id = _long_session(any_store, tmp_path, lease=3.0)
+    engine, root_id = _long_session(store, tmp_path, lease=3.0)
     try:
         other = open_any()
         with other.engine.begin() as conn:  # the lease runs out, as if the worker had hung

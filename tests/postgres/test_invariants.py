@@ -38,88 +38,88 @@ def _pg(request: pytest.FixtureRequest, store: SqlStore):  # type: ignore[no-unt
 # --- settle and wake (invariants 1, 2, 3) ----------------------------------------------------
 
 
-def test_reports_finished_before_the_manager_yields_send_it_straight_back(any_store):
-    root, kids = started_manager(any_store, 2)
+def test_reports_finished_before_the_manager_yields_send_it_straight_back(store):
+    root, kids = started_manager(store, 2)
     for kid in kids:
-        claim_task(any_store, kid.id)
-        assert any_store.settle(kid.id, "w", done()).applied
-    assert any_store.get_task(root.id).status == Status.IN_PROGRESS  # not waiting: no wake yet
-    result = any_store.settle(root.id, "w", Outcome.yielded())
+        claim_task(store, kid.id)
+        assert store.settle(kid.id, "w", done()).applied
+    assert store.get_task(root.id).status == Status.IN_PROGRESS  # not waiting: no wake yet
+    result = store.settle(root.id, "w", Outcome.yielded())
     assert result.task.status == Status.TODO and result.woke == [root.id]
-    assert kinds_for(any_store, root.id, "woken") == [{"immediately": True}]
+    assert kinds_for(store, root.id, "woken") == [{"immediately": True}]
 
 
-def test_a_failed_report_still_wakes_its_manager(any_store):
-    root, kids = started_manager(any_store, 2)
-    any_store.settle(root.id, "w", Outcome.yielded())
-    assert any_store.get_task(root.id).status == Status.WAITING
-    claim_task(any_store, kids[0].id)
-    any_store.settle(kids[0].id, "w", done())
-    assert any_store.get_task(root.id).status == Status.WAITING
-    claim_task(any_store, kids[1].id)
-    result = any_store.settle(kids[1].id, "w", Outcome.failed("the API was down"))
+def test_a_failed_report_still_wakes_its_manager(store):
+    root, kids = started_manager(store, 2)
+    store.settle(root.id, "w", Outcome.yielded())
+    assert store.get_task(root.id).status == Status.WAITING
+    claim_task(store, kids[0].id)
+    store.settle(kids[0].id, "w", done())
+    assert store.get_task(root.id).status == Status.WAITING
+    claim_task(store, kids[1].id)
+    result = store.settle(kids[1].id, "w", Outcome.failed("the API was down"))
     assert result.woke == [root.id]
-    assert any_store.get_task(root.id).status == Status.TODO
-    assert any_store.get_task(kids[1].id).error == "the API was down"
+    assert store.get_task(root.id).status == Status.TODO
+    assert store.get_task(kids[1].id).error == "the API was down"
 
 
-def test_the_last_two_reports_settling_at_once_wake_the_manager_once(any_store, request):
-    pg = _pg(request, any_store)
+def test_the_last_two_reports_settling_at_once_wake_the_manager_once(store, request):
+    pg = _pg(request, store)
     for _ in range(3):
-        root, kids = started_manager(any_store, 2)
-        any_store.settle(root.id, "w", Outcome.yielded())
-        claimed = any_store.claim("w", 2, 30)
+        root, kids = started_manager(store, 2)
+        store.settle(root.id, "w", Outcome.yielded())
+        claimed = store.claim("w", 2, 30)
         assert {t.id for t in claimed} == {k.id for k in kids}
         results: list = []
         threads = [
             threading.Thread(
-                target=lambda k=k, out=results: out.append(any_store.settle(k.id, "w", done()))
+                target=lambda k=k, out=results: out.append(store.settle(k.id, "w", done()))
             )
             for k in kids
         ]
-        with holding_lock(any_store, root.id):
+        with holding_lock(store, root.id):
             for t in threads:
                 t.start()
-            wait_until_queued(pg, any_store.url, 2, threads)
+            wait_until_queued(pg, store.url, 2, threads)
         for t in threads:
             t.join()
         assert all(r.applied for r in results)
         assert sum(len(r.woke) for r in results) == 1
-        assert any_store.get_task(root.id).status == Status.TODO
-        assert len(kinds_for(any_store, root.id, "woken")) == 1
-        claim_task(any_store, root.id)
-        any_store.settle(root.id, "w", done())
+        assert store.get_task(root.id).status == Status.TODO
+        assert len(kinds_for(store, root.id, "woken")) == 1
+        claim_task(store, root.id)
+        store.settle(root.id, "w", done())
 
 
 @pytest.mark.parametrize("first", ["report", "manager"])
-def test_manager_ending_its_turn_races_its_last_report(any_store, request, first):
+def test_manager_ending_its_turn_races_its_last_report(store, request, first):
     """Both orders forced: the report's settle queued first, or the manager's yield queued first.
     Either way the manager ends up todo exactly once, never waiting with nothing open."""
-    pg = _pg(request, any_store)
-    root, kids = started_manager(any_store, 1)
-    kid = claim_task(any_store, kids[0].id)
-    report = threading.Thread(target=lambda: any_store.settle(kid.id, "w", done()))
-    manager = threading.Thread(target=lambda: any_store.settle(root.id, "w", Outcome.yielded()))
+    pg = _pg(request, store)
+    root, kids = started_manager(store, 1)
+    kid = claim_task(store, kids[0].id)
+    report = threading.Thread(target=lambda: store.settle(kid.id, "w", done()))
+    manager = threading.Thread(target=lambda: store.settle(root.id, "w", Outcome.yielded()))
     order = [report, manager] if first == "report" else [manager, report]
-    with holding_lock(any_store, root.id):
+    with holding_lock(store, root.id):
         order[0].start()
-        wait_until_queued(pg, any_store.url, 1, order[:1])
+        wait_until_queued(pg, store.url, 1, order[:1])
         order[1].start()
-        wait_until_queued(pg, any_store.url, 2, order)
+        wait_until_queued(pg, store.url, 2, order)
     for t in order:
         t.join()
-    assert any_store.get_task(root.id).status == Status.TODO
-    assert len(kinds_for(any_store, root.id, "woken")) == 1
-    waiting = kinds_for(any_store, root.id, "waiting")
+    assert store.get_task(root.id).status == Status.TODO
+    assert len(kinds_for(store, root.id, "woken")) == 1
+    waiting = kinds_for(store, root.id, "waiting")
     if pg is not None:  # PostgreSQL queues lock waiters in order: the order was really forced
         assert waiting == [{"open_subtasks": 0 if first == "report" else 1}]
 
 
-def test_randomized_many_thread_stress_never_leaves_a_parent_hanging(any_store, open_any):
+def test_randomized_many_thread_stress_never_leaves_a_parent_hanging(store, open_any):
     """Eight workers (each its own store, as on separate machines) run a random deep company
     with failures, replayed delegations and cancels thrown in. Everything ends; no manager is
     left waiting; every task is settled exactly once."""
-    root = new_root(any_store)
+    root = new_root(store)
 
     def children_of(title: str, depth: int) -> int:
         """How many reports a task hands work to on its first turn: two to four, three deep."""
@@ -186,10 +186,10 @@ def test_randomized_many_thread_stress_never_leaves_a_parent_hanging(any_store, 
     stop.set()
     chaos.join(10)
     assert not errors, errors
-    tasks = any_store.subtree(root.id)
+    tasks = store.subtree(root.id)
     assert len(tasks) > 20
     assert all(t.terminal for t in tasks), [(t.id, t.status) for t in tasks if not t.terminal]
-    events = any_store.events_after(0, 1_000_000)
+    events = store.events_after(0, 1_000_000)
     ends = Counter(e.task_id for e in events if e.kind in ("completed", "failed", "cancelled"))
     assert all(ends[t.id] == 1 for t in tasks), "a task was settled twice or never"
     keys = Counter((t.parent_id, t.turn, t.assignee, t.title) for t in tasks if t.parent_id)
@@ -231,82 +231,82 @@ def _statements(store: SqlStore, fn: Callable[[], object]) -> int:
     return count
 
 
-def test_cancel_takes_the_whole_open_subtree_in_one_pass(any_store):
-    small_root, small_mid, _ = _tree(any_store, 2)
-    small = _statements(any_store, lambda: any_store.cancel(small_mid, "stop"))
-    any_store.cancel(small_root, "clear the board")
-    big_root, big_mid, finished = _tree(any_store, 5)
+def test_cancel_takes_the_whole_open_subtree_in_one_pass(store):
+    small_root, small_mid, _ = _tree(store, 2)
+    small = _statements(store, lambda: store.cancel(small_mid, "stop"))
+    store.cancel(small_root, "clear the board")
+    big_root, big_mid, finished = _tree(store, 5)
     cancelled: list = []
-    big = _statements(any_store, lambda: cancelled.extend(any_store.cancel(big_mid, "stop")))
+    big = _statements(store, lambda: cancelled.extend(store.cancel(big_mid, "stop")))
     assert big == small, "cancelling a bigger subtree took more statements"
-    sub = any_store.subtree(big_mid)
+    sub = store.subtree(big_mid)
     assert len(sub) == 1 + 5 + 25 and len(cancelled) == len(sub) - 1  # all open, not the done one
     assert {t.id for t in sub if t.status != Status.CANCELLED} == set(finished)
-    assert any_store.get_task(finished[0]).status == Status.DONE
-    assert any_store.get_task(big_root).status == Status.TODO  # its only report ended: woken
+    assert store.get_task(finished[0]).status == Status.DONE
+    assert store.get_task(big_root).status == Status.TODO  # its only report ended: woken
 
 
 # --- recovery (invariant 5) and leases ---------------------------------------------------------
 
 
-def test_recovery_takes_back_an_expired_lease_and_names_the_worker(any_store):
-    root, _kids = started_manager(any_store, 2, worker="alive")
-    any_store.settle(root.id, "alive", Outcome.yielded())
-    lost = any_store.claim("far-away", 1, -1.0)[0]  # its lease is already over
-    kept = any_store.claim("alive", 1, 60.0)[0]
-    out = any_store.recover(lambda w: None)  # another machine: only the lease tells
+def test_recovery_takes_back_an_expired_lease_and_names_the_worker(store):
+    root, _kids = started_manager(store, 2, worker="alive")
+    store.settle(root.id, "alive", Outcome.yielded())
+    lost = store.claim("far-away", 1, -1.0)[0]  # its lease is already over
+    kept = store.claim("alive", 1, 60.0)[0]
+    out = store.recover(lambda w: None)  # another machine: only the lease tells
     assert out["requeued"] == [lost.id]
-    assert any_store.get_task(kept.id).status == Status.IN_PROGRESS
-    (requeued,) = kinds_for(any_store, lost.id, "requeued")
+    assert store.get_task(kept.id).status == Status.IN_PROGRESS
+    (requeued,) = kinds_for(store, lost.id, "requeued")
     assert requeued["cause"] == "lease_expired" and requeued["worker"] == "far-away"
     assert "far-away" in requeued["reason"] and "re-run" in requeued["reason"]
     # The cut-off worker's late settle is refused; the re-run is recorded as attempt 2.
-    assert not any_store.settle(lost.id, "far-away", done("late")).applied
-    again = claim_task(any_store, lost.id, "other")
+    assert not store.settle(lost.id, "far-away", done("late")).applied
+    again = claim_task(store, lost.id, "other")
     assert again.attempts == 2
-    starts = kinds_for(any_store, lost.id, "started")
+    starts = kinds_for(store, lost.id, "started")
     assert [s["attempt"] for s in starts] == [1, 2] and starts[1]["worker"] == "other"
-    assert any_store.renew_leases("far-away", 30) == []
-    assert any_store.renew_leases("other", 30, [lost.id]) == [lost.id]
+    assert store.renew_leases("far-away", 30) == []
+    assert store.renew_leases("other", 30, [lost.id]) == [lost.id]
 
 
-def test_recovery_of_a_dead_process_does_not_wait_for_its_lease(any_store):
-    root = new_root(any_store)
-    claim_task(any_store, root.id, "host:123:abc", lease=3600)
-    assert any_store.recover(lambda w: True)["requeued"] == []
-    assert any_store.recover(lambda w: False)["requeued"] == [root.id]
-    (requeued,) = kinds_for(any_store, root.id, "requeued")
+def test_recovery_of_a_dead_process_does_not_wait_for_its_lease(store):
+    root = new_root(store)
+    claim_task(store, root.id, "host:123:abc", lease=3600)
+    assert store.recover(lambda w: True)["requeued"] == []
+    assert store.recover(lambda w: False)["requeued"] == [root.id]
+    (requeued,) = kinds_for(store, root.id, "requeued")
     assert requeued["cause"] == "worker_dead" and "host:123:abc" in requeued["reason"]
 
 
-def test_recovery_wakes_a_manager_whose_reports_all_ended(any_store):
-    root, kids = started_manager(any_store, 1)
-    any_store.settle(root.id, "w", Outcome.yielded())
+def test_recovery_wakes_a_manager_whose_reports_all_ended(store):
+    root, kids = started_manager(store, 1)
+    store.settle(root.id, "w", Outcome.yielded())
     # A report ended without waking its manager (as a crash between the two would leave it,
     # were they not one transaction): recovery must still find and wake it.
-    with any_store.engine.begin() as conn:
+    with store.engine.begin() as conn:
         from firm.store.schema import tasks
 
         conn.execute(tasks.update().where(tasks.c.id == kids[0].id).values(status="done"))
-    assert any_store.get_task(root.id).status == Status.WAITING
-    assert any_store.recover(lambda w: None)["woken"] == [root.id]
-    assert any_store.get_task(root.id).status == Status.TODO
+    assert store.get_task(root.id).status == Status.WAITING
+    assert store.recover(lambda w: None)["woken"] == [root.id]
+    assert store.get_task(root.id).status == Status.TODO
 
 
 # --- delegation (idempotent) -----------------------------------------------------------------
 
 
-def test_delegation_is_idempotent_per_parent_turn_assignee_and_title(any_store):
-    root = claim_task(any_store, new_root(any_store).id)
-    first = any_store.delegate(root.id, 0, NewTask("Write the  Spec", "d", "cto", "ceo"))
-    again = any_store.delegate(root.id, 0, NewTask("write the spec", "other", "cto", "ceo"))
+def test_delegation_is_idempotent_per_parent_turn_assignee_and_title(store):
+    root = claim_task(store, new_root(store).id)
+    first = store.delegate(root.id, 0, NewTask("Write the  Spec", "d", "cto", "ceo"))
+    again = store.delegate(root.id, 0, NewTask("write the spec", "other", "cto", "ceo"))
     assert first.created and not again.created and again.task.id == first.task.id
-    assert any_store.delegate(root.id, 0, NewTask("Write the spec", "d", "cmo", "ceo")).created
-    assert any_store.delegate(root.id, 1, NewTask("Write the spec", "d", "cto", "ceo")).created
+    assert store.delegate(root.id, 0, NewTask("Write the spec", "d", "cmo", "ceo")).created
+    assert store.delegate(root.id, 1, NewTask("Write the spec", "d", "cto", "ceo")).created
 
 
-def test_identical_delegations_racing_from_many_workers_create_one_subtask(any_store, open_any):
-    root = claim_task(any_store, new_root(any_store).id)
+def test_identical_delegations_racing_from_many_workers_create_one_subtask(store, open_any):
+    root = claim_task(store, new_root(store).id)
     stores = [open_any() for _ in range(4)]
     results: list = []
     barrier = threading.Barrier(8)
@@ -322,29 +322,29 @@ def test_identical_delegations_racing_from_many_workers_create_one_subtask(any_s
         t.join()
     assert sum(r.created for r in results) == 1
     assert len({r.task.id for r in results}) == 1
-    assert len(any_store.children(root.id)) == 1
+    assert len(store.children(root.id)) == 1
 
 
 # --- claiming --------------------------------------------------------------------------------
 
 
-def test_claim_takes_the_highest_priority_first_then_the_oldest(any_store):
+def test_claim_takes_the_highest_priority_first_then_the_oldest(store):
     made = [
-        new_root(any_store, "normal 1"),
-        new_root(any_store, "low", Priority.LOW),
-        new_root(any_store, "urgent 1", Priority.URGENT),
-        new_root(any_store, "normal 2"),
-        new_root(any_store, "urgent 2", Priority.URGENT),
-        new_root(any_store, "high", Priority.HIGH),
+        new_root(store, "normal 1"),
+        new_root(store, "low", Priority.LOW),
+        new_root(store, "urgent 1", Priority.URGENT),
+        new_root(store, "normal 2"),
+        new_root(store, "urgent 2", Priority.URGENT),
+        new_root(store, "high", Priority.HIGH),
     ]
-    order = [any_store.claim("w", 1, 30)[0].title for _ in made]
+    order = [store.claim("w", 1, 30)[0].title for _ in made]
     assert order == ["urgent 1", "urgent 2", "high", "normal 1", "normal 2", "low"]
-    assert any_store.claim("w", 1, 30) == []
+    assert store.claim("w", 1, 30) == []
 
 
-def test_concurrent_workers_never_claim_the_same_task_twice(any_store, open_any):
+def test_concurrent_workers_never_claim_the_same_task_twice(store, open_any):
     for i in range(40):
-        new_root(any_store, f"goal {i}")
+        new_root(store, f"goal {i}")
     stores = [open_any() for _ in range(6)]
     got: list = []
     barrier = threading.Barrier(6)
@@ -362,9 +362,9 @@ def test_concurrent_workers_never_claim_the_same_task_twice(any_store, open_any)
     assert len(got) == 40 and len({t.id for t in got}) == 40
 
 
-def test_the_company_wide_cap_holds_across_workers(any_store, open_any):
+def test_the_company_wide_cap_holds_across_workers(store, open_any):
     for i in range(30):
-        new_root(any_store, f"goal {i}")
+        new_root(store, f"goal {i}")
     stores = [open_any() for _ in range(8)]
     for _round in range(3):
         barrier = threading.Barrier(8)
@@ -378,18 +378,16 @@ def test_the_company_wide_cap_holds_across_workers(any_store, open_any):
             t.start()
         for t in threads:
             t.join()
-        running = any_store.list_tasks(status="in_progress")
+        running = store.list_tasks(status="in_progress")
         assert len(running) == 5
         for t in running[:2]:  # two sessions end; the next round may fill exactly their slots
-            any_store.settle(t.id, t.worker_id, done())
+            store.settle(t.id, t.worker_id, done())
 
 
-def test_the_cap_stored_in_the_store_binds_every_engine_that_has_none_of_its_own(
-    any_store, open_any
-):
+def test_the_cap_stored_in_the_store_binds_every_engine_that_has_none_of_its_own(store, open_any):
     for i in range(20):
-        new_root(any_store, f"goal {i}")
-    any_store.set_max_running(4)  # what `firm db limit 4` does
+        new_root(store, f"goal {i}")
+    store.set_max_running(4)  # what `firm db limit 4` does
     stores = [open_any() for _ in range(6)]
     barrier = threading.Barrier(6)
 
@@ -402,17 +400,17 @@ def test_the_cap_stored_in_the_store_binds_every_engine_that_has_none_of_its_own
         t.start()
     for t in threads:
         t.join()
-    assert len(any_store.list_tasks(status="in_progress")) == 4
-    assert any_store.claim("explicit", 3, 30, global_limit=6) != []  # a worker's own wins
-    any_store.set_max_running(None)
-    assert len(any_store.claim("free", 20, 30)) == 20 - 4 - 2
-    assert any_store.max_running() is None
+    assert len(store.list_tasks(status="in_progress")) == 4
+    assert store.claim("explicit", 3, 30, global_limit=6) != []  # a worker's own wins
+    store.set_max_running(None)
+    assert len(store.claim("free", 20, 30)) == 20 - 4 - 2
+    assert store.max_running() is None
 
 
 # --- watching --------------------------------------------------------------------------------
 
 
-def test_a_waiting_watcher_wakes_for_another_processes_commit(any_store, open_any):
+def test_a_waiting_watcher_wakes_for_another_processes_commit(store, open_any):
     watcher = open_any()
     if watcher.dialect == "postgresql":
         watcher.listen_poll_interval = 3600  # only a NOTIFY can wake it now
@@ -422,7 +420,7 @@ def test_a_waiting_watcher_wakes_for_another_processes_commit(any_store, open_an
     woke: list[bool] = []
     t = threading.Thread(target=lambda: woke.append(watcher.wait_for_change(seen, 60)))
     t.start()
-    new_root(any_store, "news")
+    new_root(store, "news")
     t.join(60)
     assert woke == [True]
     assert [e.kind for e in watcher.events_after(seen)] == ["created"]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from pg_helpers import firm_cli
 from sqlalchemy import create_engine, insert, text
+from tests.support import firm_cli
 
 from firm.errors import StoreError
 from firm.store import SqlStore, open_store, schema
@@ -21,8 +21,8 @@ def test_the_head_revision_is_the_one_the_code_expects():
     assert head_revision() == schema.HEAD_REVISION
 
 
-def test_migrations_build_exactly_the_tables_the_code_uses(any_store):
-    with any_store.engine.connect() as conn:
+def test_migrations_build_exactly_the_tables_the_code_uses(store):
+    with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), schema.metadata)
     assert diff == []
 
@@ -96,8 +96,8 @@ def test_a_sqlite_store_from_before_migrations_is_adopted_with_its_data(tmp_path
     store.close()
 
 
-def test_a_store_migrated_by_a_newer_firm_refuses_to_open(any_store):
-    with any_store.engine.begin() as conn:
+def test_a_store_migrated_by_a_newer_firm_refuses_to_open(store):
+    with store.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     with pytest.raises(StoreError, match="newer firm"):
-        SqlStore(any_store.url)
+        SqlStore(store.url)

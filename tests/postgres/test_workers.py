@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pg_helpers import firm_cli
+from tests.support import firm_cli
 
 from firm.store import SqlStore, open_store
 from firm.tasks import Status

@@ -17,16 +17,8 @@ from firm.testing import ModelServer, Reply, ScriptedModel, text
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The developer's own model settings must not leak into what the tests expect.
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FIRM_MODEL", "FIRM_DB"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def model() -> ScriptedModel:
-    """No autopilot: a request no rule answers fails loudly (400), so a test says it all."""
-    return ScriptedModel(autopilot=False)
+def _clean_env(clean_model_env: None) -> None:
+    """No developer's model settings in these tests."""
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from firm.store import open_store
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel, hang, text
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 from tests.teams.conftest import pick
 
 TEAM = """\

@@ -158,7 +158,7 @@ def test_through_a_session_an_escape_is_an_error_the_model_reads_and_the_log_kee
     from firm.org import parse_org
     from firm.session import Session
     from firm.store import open_store
-    from tests.engine.conftest import ScriptedBrain
+    from firm.testing import FunctionBrain
 
     answers: list[tuple[bool, str]] = []
 
@@ -176,7 +176,7 @@ def test_through_a_session_an_escape_is_an_error_the_model_reads_and_the_log_kee
 
     org = parse_org("company: C\nagents:\n  - {id: a, name: A, title: Analyst}\n", "<t>")
     store = open_store(tmp_path / "s.db")
-    with Engine(store, brain=ScriptedBrain({"a": nosy}), heartbeat=0.2) as engine:
+    with Engine(store, brain=FunctionBrain({"a": nosy}), heartbeat=0.2) as engine:
         root = engine.submit(org, "Look around", workspace=tmp_path / "ws")
         assert engine.run_until(root.id, timeout=30).status.value == "done"
     assert [ok for ok, _ in answers] == [False, False, False, True]

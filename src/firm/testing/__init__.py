@@ -10,9 +10,12 @@
                         brain_options=server.brain_options())
         assert root.status == "done"
 
+Or replace the brain itself with one Python function per agent: FunctionBrain.
+
 See docs/testing.md.
 """
 
+from firm.testing.function import FunctionBrain, SessionRecord
 from firm.testing.script import (
     ModelRequest,
     Reply,
@@ -36,12 +39,14 @@ from firm.testing.server import MODEL_NAME, ModelServer, RecordedRequest
 
 __all__ = [
     "MODEL_NAME",
+    "FunctionBrain",
     "ModelRequest",
     "ModelServer",
     "RecordedRequest",
     "Reply",
     "Rule",
     "ScriptedModel",
+    "SessionRecord",
     "ToolCallSpec",
     "call",
     "call_raw",
