@@ -10,12 +10,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sqlalchemy import update
+
 from firm.brains.simulation import SimulationBrain
 from firm.engine import Engine
-from firm.engine.workers import HOST, worker_alive, worker_stopped
+from firm.engine.workers import HOST, worker_alive
 from firm.org import OrgChart
 from firm.session import Session
 from firm.store import NewTask, RunSpec, SqlStore
+from firm.store.schema import tasks
 from firm.tasks import Outcome, Status
 from firm.testing import FunctionBrain
 
@@ -46,12 +49,8 @@ def test_recovery_requeues_orphans_and_wakes_managers_with_nothing_open(store: S
     store.claim("staff", 1, 3600)
     store.settle(kid.id, "staff", Outcome.done("ok"))
     store.engine.dispose()
-    with store._write() as tx:  # lose the wake, as a crash between two writes would
-        from sqlalchemy import update
-
-        from firm.store.schema import tasks
-
-        tx.conn.execute(update(tasks).where(tasks.c.id == d.id).values(status="waiting"))
+    with store.engine.begin() as conn:  # lose the wake, as a crash between two writes would
+        conn.execute(update(tasks).where(tasks.c.id == d.id).values(status="waiting"))
 
     result = store.recover(worker_alive)
     assert sorted(result["requeued"]) == sorted([a.id, c.id])
@@ -96,8 +95,7 @@ def test_an_interrupted_manager_resumes_without_delegating_twice(
         assert time.monotonic() < deadline
         time.sleep(0.02)
     # Simulate the first engine's process dying: it stops claiming and is no longer alive.
-    first._stop.set()
-    worker_stopped(first.worker_id)
+    first.abandon()
 
     with Engine(store, heartbeat=0.2, brain=brain) as second:
         done = second.run_until(root.id, timeout=60)
@@ -111,7 +109,7 @@ def test_an_interrupted_manager_resumes_without_delegating_twice(
     )
     completed = [e.task_id for e in store.events_after(0, 10_000) if e.kind == "completed"]
     assert len(completed) == len(set(completed)) == 7
-    first._pool.shutdown(wait=True)
+    first.stop()
 
 
 def chain_org(org_factory: Callable[[str], OrgChart], depth: int) -> OrgChart:

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import event
 
 from firm.store import NewTask, RunSpec, SqlStore
 from firm.tasks import Outcome, Status, Task
@@ -60,19 +61,14 @@ def pause() -> Iterator[Pause]:
     p.release.set()
 
 
-def test_report_finishes_while_the_manager_settles(
-    store: SqlStore, pause: Pause, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_report_finishes_while_the_manager_settles(store: SqlStore, pause: Pause) -> None:
     root, kids = manager_with_reports(store, 1)
-    original = store._open_children
 
-    def paused_count(conn, parent_id):  # type: ignore[no-untyped-def]
-        n = original(conn, parent_id)
-        if parent_id == root.id:
+    def paused_count(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if "count(" in statement.lower() and root.id in str(params):
             pause.hold()  # the manager has counted one open report and not yet committed
-        return n
 
-    monkeypatch.setattr(store, "_open_children", paused_count)
+    event.listen(store.engine, "after_cursor_execute", paused_count)
     manager = threading.Thread(target=store.settle, args=(root.id, "boss", Outcome.yielded()))
     manager.start()
     assert pause.inside.wait(10)
@@ -94,18 +90,14 @@ def test_report_finishes_while_the_manager_settles(
     assert order[-1] == ("woken", root.id)
 
 
-def test_manager_settles_while_its_last_report_settles(
-    store: SqlStore, pause: Pause, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_manager_settles_while_its_last_report_settles(store: SqlStore, pause: Pause) -> None:
     root, kids = manager_with_reports(store, 1)
-    original = store._wake_if_done
 
-    def paused_wake(tx, parent_id):  # type: ignore[no-untyped-def]
-        if parent_id == root.id:
+    def paused_wake(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("UPDATE") and root.id in str(params):
             pause.hold()  # the report is done but has not yet looked at its manager
-        return original(tx, parent_id)
 
-    monkeypatch.setattr(store, "_wake_if_done", paused_wake)
+    event.listen(store.engine, "before_cursor_execute", paused_wake)
     report = threading.Thread(target=store.settle, args=(kids[0].id, "staff", Outcome.done("ok")))
     report.start()
     assert pause.inside.wait(10)

@@ -188,6 +188,14 @@ class Engine:
             except FirmError as exc:
                 log.warning("%s", exc)
 
+    def abandon(self) -> None:
+        """Stop the way a killed process does: no more claims, lease renewals or hand-backs,
+        and this worker counts as dead. Sessions already running carry on unaware; their
+        tasks are left to recovery by another engine. For testing recovery; stop() after."""
+        self._stop.set()
+        self._nudge.set()
+        worker_stopped(self.worker_id)
+
     def __enter__(self) -> Engine:
         return self.start()
 
