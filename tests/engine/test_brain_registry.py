@@ -10,7 +10,7 @@ from firm.api import Firm
 from firm.brains import BrainOption, BrainSpec, brain_spec, options_for, register_brain
 from firm.errors import FirmError
 from firm.org import parse_org
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 ORG = "company: Solo\nagents:\n  - {id: ceo, name: Ada, title: CEO}\n"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 
 def test_read_commands_never_create_a_store_and_say_which_they_looked_for(

@@ -15,7 +15,7 @@ from firm.org import OrgChart
 from firm.session import Session
 from firm.store import NewTask, RunSpec, SqlStore
 from firm.tasks import TRANSITIONS, Status
-from tests.engine.conftest import ScriptedBrain
+from firm.testing import FunctionBrain
 
 RUN = RunSpec("", "<test>", "simulation", {}, "/tmp/unused")
 
@@ -39,7 +39,7 @@ def test_every_status_change_in_real_runs_is_in_the_table_and_the_table_is_all_u
             session.sleep(0.02)
             session.check_cancelled()
 
-    brain = ScriptedBrain({"gabriel": slow_leaf, "hana": slow_leaf}, default=sim.run)
+    brain = FunctionBrain({"gabriel": slow_leaf, "hana": slow_leaf}, default=sim.run)
     with Engine(store, max_concurrent=8, heartbeat=0.1, brain=brain) as engine:
         root = engine.submit(three_levels, "Launch the app", workspace=ws)
         _wait_for(
@@ -54,7 +54,7 @@ def test_every_status_change_in_real_runs_is_in_the_table_and_the_table_is_all_u
         assert engine.run_until(root.id, timeout=60).status == Status.DONE
 
     # Failure climbs: the CMO's reports both fail, then the CMO.
-    failing = ScriptedBrain({}, default=SimulationBrain(fail_agents=["maya", "omar"]).run)
+    failing = FunctionBrain({}, default=SimulationBrain(fail_agents=["maya", "omar"]).run)
     with Engine(store, max_concurrent=8, heartbeat=0.1, brain=failing) as engine:
         root = engine.submit(three_levels, "Launch it again", workspace=ws)
         engine.run_until(root.id, timeout=60)
@@ -67,7 +67,7 @@ def test_every_status_change_in_real_runs_is_in_the_table_and_the_table_is_all_u
             return None
         return sim.run(session)
 
-    patient = ScriptedBrain({"ceo": patient_ceo}, default=sim.run)
+    patient = FunctionBrain({"ceo": patient_ceo}, default=sim.run)
     with Engine(store, max_concurrent=8, heartbeat=0.1, brain=patient) as engine:
         root = engine.submit(three_levels, "Patiently", workspace=ws)
         assert engine.run_until(root.id, timeout=60).status == Status.DONE

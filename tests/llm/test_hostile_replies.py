@@ -9,8 +9,9 @@ from firm.audit.verify import verify_bundle
 from firm.org import OrgChart
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel, call_raw, calls, complete, write_file
+from tests.support import events_of
 
-from .conftest import Runner, events_of
+from .conftest import Runner
 
 
 def test_a_call_after_complete_task_in_the_same_reply_is_refused_and_logged(

@@ -17,7 +17,8 @@ import pytest
 from firm import Firm
 from firm.org import parse_org
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete
-from tests.conftest import THREE_LEVELS, firm_cli
+from tests.conftest import THREE_LEVELS
+from tests.support import firm_cli
 from tests.telemetry.otlp_receiver import OtlpReceiver, Span
 
 pytestmark = pytest.mark.timeout(240)
