@@ -18,8 +18,9 @@ docs/office.md. docs/architecture.md says it at more length.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, NotRequired
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
@@ -247,13 +248,17 @@ class KindSpec:
     data: type  # the TypedDict of its data
     status: Status | None = None  # the status its task is in after it
     creates: bool = False  # it brings its task into being
-    adapter: TypeAdapter[Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Every kind's data is checked the same way (pydantic reads a TypedDict's config from
-        # this attribute). The adapter is built once, here: compiling it is the costly part.
+        # this attribute).
         self.data.__pydantic_config__ = _CONFIG  # type: ignore[attr-defined]
-        object.__setattr__(self, "adapter", TypeAdapter(self.data))
+
+    @cached_property
+    def adapter(self) -> TypeAdapter[Any]:
+        # Compiling an adapter is the costly part: once per kind, and only for kinds a process
+        # writes or reads (building all of them on import cost every `firm` command ~0.1 s).
+        return TypeAdapter(self.data)
 
 
 CATALOGUE: dict[EventKind, KindSpec] = {

@@ -101,3 +101,57 @@ def test_a_store_migrated_by_a_newer_firm_refuses_to_open(store):
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     with pytest.raises(StoreError, match="newer firm"):
         SqlStore(store.url)
+
+
+def _schema_dump(engine) -> dict:
+    """Everything a schema is made of, as the database itself reports it, and the rows the
+    schema starts with."""
+    from sqlalchemy import inspect as sa_inspect
+
+    with engine.connect() as conn:
+        insp = sa_inspect(conn)
+        dump: dict = {}
+        for table in sorted(insp.get_table_names()):
+            dump[table] = {
+                "columns": [
+                    (c["name"], str(c["type"]), c["nullable"], c.get("autoincrement"))
+                    for c in insp.get_columns(table)
+                ],
+                "pk": insp.get_pk_constraint(table)["constrained_columns"],
+                "indexes": sorted(
+                    (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                    for i in insp.get_indexes(table)
+                ),
+                "unique": sorted(
+                    tuple(u["column_names"]) for u in insp.get_unique_constraints(table)
+                ),
+            }
+        for table in ("alembic_version", "chain_head", "meta"):
+            dump[f"rows:{table}"] = [tuple(r) for r in conn.execute(text(f"SELECT * FROM {table}"))]
+    return dump
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_new_store_is_created_at_head_with_the_schema_the_migrations_build(
+    backend, tmp_path, request
+):
+    from firm.store import migrate
+
+    if backend == "sqlite":
+        urls = [f"sqlite:///{tmp_path / 'stepwise.db'}", f"sqlite:///{tmp_path / 'fresh.db'}"]
+    else:
+        server = request.getfixturevalue("pg_server")
+        urls = [server.create_database(migrated=False) for _ in range(2)]
+    stepwise, fresh = (open_store(url, check_schema=False) for url in urls)
+    try:
+        assert migrate.upgrade(stepwise.engine, stepwise=True) == (None, schema.HEAD_REVISION)
+        assert migrate.upgrade(fresh.engine) == (None, schema.HEAD_REVISION)
+        assert _schema_dump(fresh.engine) == _schema_dump(stepwise.engine)
+        with fresh.engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), schema.metadata) == []
+        # Both are ordinary stores from here on: a second upgrade finds nothing to do.
+        assert migrate.upgrade(fresh.engine) == (schema.HEAD_REVISION, schema.HEAD_REVISION)
+        assert migrate.upgrade(stepwise.engine) == (schema.HEAD_REVISION, schema.HEAD_REVISION)
+    finally:
+        stepwise.close()
+        fresh.close()

@@ -13,9 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console, Group
-from rich.live import Live
-from rich.markdown import Markdown
-from rich.panel import Panel
 
 from firm.api import Firm
 from firm.cli.render import counts_line, event_line, task_tree
@@ -115,6 +112,8 @@ def watch(firm: Firm, root_ids: list[str], *, json_mode: bool) -> list[Task]:
         with _SignalAsInterrupt():
             firm.engine.start()
             if interactive:
+                from rich.live import Live  # only when watching a terminal
+
                 with Live(console=console, refresh_per_second=4, transient=False) as live:
                     while True:
                         views = []
@@ -144,6 +143,9 @@ def report(firm: Firm, root: Task) -> None:
 
 
 def _report(firm: Firm, root: Task) -> None:
+    from rich.markdown import Markdown  # markdown-it and pygments, only when printing a report
+    from rich.panel import Panel
+
     summary = run_summary(firm, root.id)
     style = {"done": "green", "failed": "red", "cancelled": "magenta"}.get(
         summary["status"], "yellow"

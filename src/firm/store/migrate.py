@@ -6,19 +6,32 @@ workers, so it is migrated on purpose with `firm db upgrade` and a store that fi
 says so. An upgrade holds a lock for its whole transaction (BEGIN IMMEDIATE on SQLite, an
 advisory lock on PostgreSQL), so two upgrades at once run one after the other and the second
 finds nothing to do. `meta.schema_version` stays as the one-number summary older firms read.
+
+A database with nothing in it is not migrated step by step: its tables are created from
+store/schema.py in one pass and stamped with the head revision, without importing Alembic (the
+slowest part of opening a new store). A test checks that this and the step-by-step migrations
+build the same schema, on both backends.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, inspect, select, text
+from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, inspect, select, text
 
 from firm.errors import StoreError
 from firm.store import schema
 
 SCRIPTS = Path(__file__).parent / "migrations"
 _LOCK_KEY = 0x6669726D  # "firm": the advisory lock that serializes upgrades on PostgreSQL
+GENESIS = "0" * 64  # the chain head of an empty log
+
+# Alembic's own bookkeeping table, exactly as Alembic creates it.
+_alembic_version = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), primary_key=True),
+)
 
 
 def current_revision(conn: Connection) -> str | None:
@@ -46,16 +59,42 @@ def _config(conn: Connection):  # type: ignore[no-untyped-def]
     return cfg
 
 
-def upgrade(engine: Engine, target: str = "head") -> tuple[str | None, str | None]:
-    """Bring the schema to target; returns the revisions before and after. Idempotent."""
-    from alembic import command
+def _empty(conn: Connection) -> bool:
+    names = set(inspect(conn).get_table_names())
+    return not names & (set(schema.metadata.tables) | {"alembic_version"})
 
+
+def create_at_head(conn: Connection) -> None:
+    """Create the current schema in an empty database and stamp it with the head revision."""
+    schema.metadata.create_all(conn)
+    _alembic_version.create(conn)
+    conn.execute(_alembic_version.insert().values(version_num=schema.HEAD_REVISION))
+    conn.execute(schema.chain_head.insert().values(id=1, seq=0, hash=GENESIS))
+    conn.execute(
+        schema.meta.insert().values(key="schema_version", value=str(schema.SCHEMA_VERSION))
+    )
+
+
+def upgrade(
+    engine: Engine, target: str = "head", *, stepwise: bool = False
+) -> tuple[str | None, str | None]:
+    """Bring the schema to target; returns the revisions before and after. Idempotent.
+
+    An empty database is created at head in one pass unless stepwise (or a target other
+    than head) asks for every migration to run."""
     with engine.connect() as conn:
         conn = conn.execution_options(firm_write=True)  # SQLite: BEGIN IMMEDIATE
         with conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
             before = current_revision(conn)
+            if before is None and target == "head" and not stepwise and _empty(conn):
+                create_at_head(conn)
+                return None, schema.HEAD_REVISION
+            if before == schema.HEAD_REVISION and target == "head":
+                return before, before
+            from alembic import command
+
             if before is None and _legacy_schema(conn):
                 command.stamp(_config(conn), "0001")
                 before = "0001"
