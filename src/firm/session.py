@@ -12,15 +12,15 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from firm.audit import recordable
-from firm.audit.chain import canonical_json, digest
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, GrantError, remaining_budget
 from firm.brains.protocol import SessionCancelled, ToolResult
+from firm.chain import canonical_json, digest
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.events import EventKind
 from firm.org import AgentSpec, OrgChart
@@ -28,10 +28,40 @@ from firm.store.base import Event, NewTask, Store
 from firm.tasks import Outcome, Priority, Status, Task
 from firm.tools.arguments import canonical_arguments
 from firm.tools.builtin import COMPLETE
-from firm.tools.registry import ToolContext, ToolDef
+from firm.tools.registry import ToolContext, ToolDef, ToolRegistry
+from firm.tools.workspace import Workspace
 
-if TYPE_CHECKING:
-    from firm.engine.company import Company
+
+class SessionCompany(Protocol):
+    """What a session needs of its company: the chart, the tools, the workspace and the
+    authority hooks (AuthorityPolicy's). The engine's Company is one."""
+
+    org: OrgChart
+    registry: ToolRegistry
+    workspace: Workspace
+
+    def grant_of(self, task: Task) -> Grant: ...
+    def offers(self, task: Task, tool: ToolDef) -> bool: ...
+    def check(
+        self,
+        standing: Standing,
+        tool: ToolDef,
+        args: Mapping[str, Any],
+        given: frozenset[str] | None = None,
+    ) -> Denial | None: ...
+    def derive_grant(
+        self,
+        parent: Task,
+        assignee: str,
+        *,
+        tools: list[str] | None,
+        limits: dict[str, float] | None,
+        ttl: float | None,
+        now: float,
+        remaining_budget: int | None,
+    ) -> dict[str, Any]: ...
+    def on_denial(self, task: Task, denial: Denial) -> bool: ...
+
 
 THOUGHT_LIMIT = 4000
 MAX_TOOL_NAME = 200
@@ -45,7 +75,7 @@ class Session(ToolContext):
         self,
         *,
         store: Store,
-        company: Company,
+        company: SessionCompany,
         task: Task,
         subtasks: list[Task],
         brief: str,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from firm.api import Firm
-from firm.audit.chain import digest, header_hash
 from firm.audit.keys import AuditKey
+from firm.chain import digest, header_hash
 from firm.tasks import Task
 from tests.authority.scripted import ScriptedBrain, delegate, open_firm, run_company, write_company
 

@@ -11,9 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from firm.audit.chain import digest
 from firm.audit.keys import PRIVATE_NAME, load_or_create_key, signature_valid
 from firm.audit.verify import verify_bundle
+from firm.chain import digest
 from tests.audit.conftest import AUDIT_CO, Audited, audit_scripts, entry, rehash
 from tests.authority.scripted import ScriptedBrain, open_firm, write_company
 from tests.support import firm_cli

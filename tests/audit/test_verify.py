@@ -139,7 +139,7 @@ def test_an_empty_or_malformed_bundle_is_not_verified(audited: Audited, empty: A
 
 
 def test_a_withheld_entry_of_the_tree_fails_integrity(audited: Audited) -> None:
-    from firm.audit.chain import digest
+    from firm.chain import digest
 
     bad = copy.deepcopy(audited.bundle)
     denial = entry(bad, "tool_denied", "rev")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from firm.audit.chain import canonical_json, entry_hash
+from firm.chain import canonical_json, entry_hash
 from firm.events import EventKind, InvalidEvent
 from firm.store import SqlStore
 from firm.store import queries as Q

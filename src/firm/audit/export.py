@@ -23,9 +23,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from firm.audit.chain import digest, entry_hash
 from firm.audit.checkpoint import sign_entry
 from firm.audit.keys import AuditKey
+from firm.chain import digest, entry_hash
 from firm.errors import FirmError
 from firm.events import EventKind
 from firm.store.base import Event, Store

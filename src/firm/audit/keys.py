@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from firm.audit.chain import canonical_json
+from firm.chain import canonical_json
 from firm.errors import FirmError
 
 PRIVATE_NAME = "audit_ed25519"

@@ -30,12 +30,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from firm.audit.chain import digest, header_hash
 from firm.audit.export import DISCLOSED_KINDS, FORMAT
 from firm.audit.keys import public_text, signature_valid
 from firm.authority import grants as g
 from firm.authority.check import EXEMPT_FROM_EXPIRY
 from firm.authority.scopes import allows
+from firm.chain import digest, header_hash
 from firm.errors import OrgChartError
 from firm.events import CREATION, ENDINGS, EventKind, transition_problems
 from firm.org import OrgChart, parse_org

@@ -1,25 +1,22 @@
 """A company at run time: the org chart a run started with, its brain, tools and workspace.
 
-The authority hooks (offers, check, derive_grant, on_denial) are where the company applies
-the grant algebra of firm.authority; a subclass may tighten them, never loosen what the
-grants say (the audit verifier would catch it).
+Its authority hooks (grant_of, offers, check, derive_grant, on_denial) are AuthorityPolicy's,
+in firm.authority.policy: a subclass may tighten them, never loosen what the grants say (the
+audit verifier would catch it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from firm.authority import grants as g
-from firm.authority.check import Denial, Standing, check_call
+from firm.authority.policy import AuthorityPolicy
 from firm.brains import Brain, make_brain
 from firm.org import OrgChart, parse_org
 from firm.store.base import RunSpec
-from firm.tasks import Task
 from firm.tools.builtin import FILE_TOOLS, LIFECYCLE_TOOLS
-from firm.tools.registry import ToolDef, ToolRegistry
+from firm.tools.registry import ToolRegistry
 from firm.tools.sources import ToolSource, close_sources, open_sources, sources_for
 from firm.tools.workspace import Workspace
 
@@ -40,7 +37,9 @@ def build_registry(
 
 
 @dataclass
-class Company:
+class Company(AuthorityPolicy):
+    """A run's company; its authority hooks are AuthorityPolicy's (authority/policy.py)."""
+
     run: RunSpec
     org: OrgChart
     brain: Brain
@@ -49,7 +48,6 @@ class Company:
     sources: list[ToolSource] = field(default_factory=list)
     # Brains the org chart names for some agents (`brain:`), by name; the run's is `brain`.
     brains: dict[str, Brain] = field(default_factory=dict)
-    _grants: dict[str, g.Grant] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_run(
@@ -91,57 +89,6 @@ class Company:
         """Close the tool sources the company opened (an MCP server's process, say)."""
         sources, self.sources = self.sources, []
         close_sources(sources)
-
-    # --- authority hooks -----------------------------------------------------------------
-
-    def grant_of(self, task: Task) -> g.Grant:
-        """The grant a task runs under. A task stored without one (written by a firm before
-        grants, or straight into the store) holds what its org-chart entry allows."""
-        if task.grant is None:
-            return g.authority_of(self.org, task.assignee, task.created_at)
-        # A task's grant never changes once it is written; parse each one once.
-        grant = self._grants.get(task.id)
-        if grant is None:
-            grant = g.Grant.from_dict(task.grant)
-            if len(self._grants) > 50_000:
-                self._grants.clear()
-            self._grants[task.id] = grant
-        return grant
-
-    def offers(self, task: Task, tool: ToolDef) -> bool:
-        """Whether to show a tool to the agent: in its grant and in its own tools."""
-        return g.may_call(self.grant_of(task), self.org, task.assignee, tool.name)
-
-    def check(
-        self,
-        standing: Standing,
-        tool: ToolDef,
-        args: Mapping[str, Any],
-        given: frozenset[str] | None = None,
-    ) -> Denial | None:
-        return check_call(self.org, standing, tool, args, given)
-
-    def derive_grant(
-        self,
-        parent: Task,
-        assignee: str,
-        *,
-        tools: list[str] | None,
-        limits: dict[str, float] | None,
-        ttl: float | None,
-        now: float,
-        remaining_budget: int | None,
-    ) -> dict[str, Any]:
-        """The grant of a subtask, as stored JSON. Raises GrantError for a bad narrowing."""
-        request = g.GrantRequest.build(tools=tools, limits=limits, ttl=ttl)
-        derived = g.derive_grant(
-            self.grant_of(parent), self.org, assignee, request, now, remaining_budget
-        )
-        return derived.to_dict()
-
-    def on_denial(self, task: Task, denial: Denial) -> bool:
-        """Whether a denial revokes the node (and its subtree): the org's `on_denial` policy."""
-        return self.org.on_denial == "revoke"
 
 
 # Brains that read the same model settings share the run's options (--model, …).

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, text
 
-from firm.audit.chain import canonical_json, entry_hash
+from firm.chain import canonical_json, entry_hash
 from firm.events import EventKind, InvalidEvent, validate
 from firm.store import notify
 from firm.store import queries as Q

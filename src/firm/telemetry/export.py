@@ -6,6 +6,7 @@ handed to a batch processor directly: the SDK's tracer would pick ids of its own
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import queue
@@ -21,14 +22,22 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
-import firm
 from firm.telemetry.spans import SpanBuilder, SpanRecord, TaskInfo
 
 log = logging.getLogger(__name__)
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_SCOPE = InstrumentationScope("firm", firm.__version__)
 _TASK_CACHE = 10_000
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("firm")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+_SCOPE = InstrumentationScope("firm", _version())
 
 
 def capture_content_requested() -> bool:

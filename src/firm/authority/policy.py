@@ -1,0 +1,86 @@
+"""How a company applies the grant algebra: the hooks the session calls before every tool body.
+
+`AuthorityPolicy` holds them for one org chart: the grant a task runs under, whether a tool is
+offered, the check of a call, the grant of a subtask, and what a denial does. The engine's
+Company is one (engine/company.py); a subclass may tighten a hook, never loosen what the grants
+say (the audit verifier would catch it). The session programs against these hooks, so it
+imports nothing above authority/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from firm.authority import grants as g
+from firm.authority.check import Denial, Standing, check_call
+from firm.org import OrgChart
+from firm.tasks import Task
+from firm.tools.registry import ToolDef
+
+_GRANT_CACHE = 50_000
+
+
+class AuthorityPolicy:
+    """The authority hooks of one org chart."""
+
+    org: OrgChart
+
+    def __init__(self, org: OrgChart):
+        self.org = org
+
+    def _grant_cache(self) -> dict[str, g.Grant]:
+        cache: dict[str, g.Grant] | None = self.__dict__.get("_parsed_grants")
+        if cache is None:
+            cache = self.__dict__["_parsed_grants"] = {}
+        return cache
+
+    def grant_of(self, task: Task) -> g.Grant:
+        """The grant a task runs under. A task stored without one (written by a firm before
+        grants, or straight into the store) holds what its org-chart entry allows."""
+        if task.grant is None:
+            return g.authority_of(self.org, task.assignee, task.created_at)
+        # A task's grant never changes once it is written; parse each one once.
+        cache = self._grant_cache()
+        grant = cache.get(task.id)
+        if grant is None:
+            grant = g.Grant.from_dict(task.grant)
+            if len(cache) > _GRANT_CACHE:
+                cache.clear()
+            cache[task.id] = grant
+        return grant
+
+    def offers(self, task: Task, tool: ToolDef) -> bool:
+        """Whether to show a tool to the agent: in its grant and in its own tools."""
+        return g.may_call(self.grant_of(task), self.org, task.assignee, tool.name)
+
+    def check(
+        self,
+        standing: Standing,
+        tool: ToolDef,
+        args: Mapping[str, Any],
+        given: frozenset[str] | None = None,
+    ) -> Denial | None:
+        return check_call(self.org, standing, tool, args, given)
+
+    def derive_grant(
+        self,
+        parent: Task,
+        assignee: str,
+        *,
+        tools: list[str] | None,
+        limits: dict[str, float] | None,
+        ttl: float | None,
+        now: float,
+        remaining_budget: int | None,
+    ) -> dict[str, Any]:
+        """The grant of a subtask, as stored JSON. Raises GrantError for a bad narrowing."""
+        request = g.GrantRequest.build(tools=tools, limits=limits, ttl=ttl)
+        derived = g.derive_grant(
+            self.grant_of(parent), self.org, assignee, request, now, remaining_budget
+        )
+        return derived.to_dict()
+
+    def on_denial(self, task: Task, denial: Denial) -> bool:
+        """Whether a denial revokes the node (and its subtree): the org's `on_denial` policy."""
+        return self.org.on_denial == "revoke"
