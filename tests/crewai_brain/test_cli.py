@@ -15,7 +15,7 @@ import pytest
 
 from firm.api import Firm
 from firm.testing import ModelServer, ScriptedModel, hang
-from tests.conftest import firm_cli
+from tests.support import firm_cli
 
 GOAL = "Launch an AI note-taking app"
 
