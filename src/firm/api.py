@@ -21,6 +21,7 @@ from firm.audit.export import export_bundle
 from firm.audit.keys import AuditKey, key_dir_for, load_or_create_key
 from firm.authority.grants import GrantRequest
 from firm.brains import Brain
+from firm.clock import SYSTEM_CLOCK, Clock
 from firm.engine import Engine
 from firm.errors import OrgChartError
 from firm.org import OrgChart, load_org, parse_org
@@ -41,8 +42,12 @@ class Firm:
         lease_seconds: float = 30.0,
         heartbeat: float = 1.0,
         global_limit: int | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
+        """`clock` is what authority's times are read from (when a grant was made, when a call
+        was checked); tests pass firm.testing.ManualClock to move past an expiry at once."""
         self.store: SqlStore = open_store(db)
+        self._clock = clock
         self._max_concurrent = max_concurrent
         self._brain = brain
         self._lease = lease_seconds
@@ -62,6 +67,7 @@ class Firm:
                 heartbeat=self._heartbeat,
                 global_limit=self._global_limit,
                 brain=self._brain,
+                clock=self._clock,
             )
         return self._engine
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,6 +20,7 @@ from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, GrantError, remaining_budget
 from firm.brains.protocol import SessionCancelled, ToolResult
 from firm.chain import canonical_json, digest
+from firm.clock import SYSTEM_CLOCK, Clock
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.events import EventKind
 from firm.org import AgentSpec, OrgChart
@@ -82,7 +82,9 @@ class Session(ToolContext):
         cancel_event: threading.Event,
         worker_id: str,
         revoke: Callable[[str, str, str], object] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
+        self.clock = clock
         self.store = store
         self.company = company
         self.task = task
@@ -261,7 +263,7 @@ class Session(ToolContext):
             lineage=tuple(links),
             tokens_remaining=self._remaining(fresh),
             checked_seq=head,
-            checked_at=round(time.time(), 6),
+            checked_at=round(self.clock.now(), 6),
         )
         return standing, fresh
 
@@ -428,7 +430,7 @@ class Session(ToolContext):
                 tools=tools,
                 limits=limits,
                 ttl=ttl,
-                now=time.time(),
+                now=self.clock.now(),
                 remaining_budget=self.tokens_remaining(),
             )
         except GrantError as exc:

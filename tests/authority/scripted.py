@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from firm.api import Firm
+from firm.clock import SYSTEM_CLOCK, Clock
 from firm.session import Session, ToolResult
 from firm.tasks import Task
 
@@ -126,8 +127,8 @@ def run_company(
     return firm.task(root.id)
 
 
-def open_firm(tmp_path: Path, brain: ScriptedBrain) -> Firm:
-    return Firm(tmp_path / "state" / "firm.db", brain=brain, heartbeat=0.05)
+def open_firm(tmp_path: Path, brain: ScriptedBrain, clock: Clock = SYSTEM_CLOCK) -> Firm:
+    return Firm(tmp_path / "state" / "firm.db", brain=brain, heartbeat=0.05, clock=clock)
 
 
 def delegate(assignee: str, title: str = "Review it", **narrowing: Any) -> Step:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from firm.authority.grants import Grant
 from firm.org import parse_org
 from firm.session import Session
 from firm.tasks import Status
+from firm.testing import ManualClock
 from firm.tools.builtin import FILE_TOOLS
 from tests.authority.scripted import ScriptedBrain, delegate, open_firm, run_company, write_company
 from tests.support import firm_cli
@@ -39,13 +39,14 @@ def test_calls_after_the_grant_expires_are_denied(tmp_path: Path) -> None:
 
     def late(session: Session) -> None:
         brain.call(session, "crm.query", {"segment": "a", "rows": 1})
-        time.sleep(0.4)  # outlive the 0.2 s the delegation allowed
+        clock.advance(0.4)  # outlive the 0.2 s the delegation allowed
         brain.call(session, "crm.query", {"segment": "b", "rows": 1})
         brain.call(session, "complete_task", {"result": "late"})
         brain.call(session, "fail_task", {"reason": "ran out of time"})
 
+    clock = ManualClock()
     brain = ScriptedBrain({"ceo": [delegate("cto", "Quick", ttl=0.2)], "cto": late})
-    with open_firm(tmp_path, brain) as firm:
+    with open_firm(tmp_path, brain, clock) as firm:
         run_company(firm, company)
         first, second = brain.results("cto", "crm.query")
         assert first.ok and second.denied.code == "expired"
@@ -59,13 +60,14 @@ def test_an_expired_session_cannot_end_done_with_its_last_message(tmp_path: Path
     company = write_company(tmp_path / "co", TEAM)
 
     def late(session: Session) -> str:
-        time.sleep(0.4)  # outlive the 0.2 s the delegation allowed
+        clock.advance(0.4)  # outlive the 0.2 s the delegation allowed
         denied = brain.call(session, "complete_task", {"result": "late"})
         assert denied.denied is not None and denied.denied.code == "expired"
         return "late anyway"  # ending with a message is completing: it is refused too
 
+    clock = ManualClock()
     brain = ScriptedBrain({"ceo": [delegate("cto", "Quick", ttl=0.2)], "cto": late})
-    with open_firm(tmp_path, brain) as firm:
+    with open_firm(tmp_path, brain, clock) as firm:
         run_company(firm, company)
         cto = task_of(firm, "cto")
         assert cto.status == Status.FAILED and (cto.error or "").startswith("expired:")

@@ -57,6 +57,7 @@ def prepare_run(
     grant: GrantRequest | dict[str, Any] | None = None,
     submitter: str = "user",
     brain_override: Brain | None = None,
+    now: float | None = None,
 ) -> NewRun:
     """Check a submission and build the run's record and root task (see Engine.submit)."""
     goal = goal.strip()
@@ -64,7 +65,7 @@ def prepare_run(
         raise FirmError("the goal is empty")
     agent = top_agent(org, to)
     try:
-        authority = root_grant(org, agent.id, grant, time.time())
+        authority = root_grant(org, agent.id, grant, time.time() if now is None else now)
     except GrantError as exc:
         raise FirmError(f"the grant asked for is malformed: {exc}") from None
     ws = resolve_workspace(org, workspace)

@@ -30,6 +30,7 @@ from typing import Any
 from firm.audit.checkpoint import Checkpointer
 from firm.authority.grants import GrantRequest
 from firm.brains import Brain
+from firm.clock import SYSTEM_CLOCK, Clock
 from firm.engine.brief import build_brief
 from firm.engine.company import Company
 from firm.engine.runs import prepare_run
@@ -63,10 +64,12 @@ class Engine:
         global_limit: int | None = None,
         brain: Brain | None = None,
         recover_every: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         if max_concurrent < 1:
             raise FirmError("max_concurrent must be at least 1")
         self.store = store
+        self.clock = clock  # what authority's times (grants made, calls checked) are read from
         self.max_concurrent = max_concurrent
         self.worker_id = worker_id or make_worker_id()
         self.lease_seconds = lease_seconds
@@ -131,6 +134,7 @@ class Engine:
             grant=grant,
             submitter=submitter,
             brain_override=self._brain_override,
+            now=self.clock.now(),
         )
         task = self.store.create_run(new.run, new.root)
         with self._companies_lock:
@@ -422,6 +426,7 @@ class Engine:
                 cancel_event=cancel,
                 worker_id=self.worker_id,
                 revoke=self.revoke,
+                clock=self.clock,
             )
             text = company.brain_for(task.assignee).run(session)
             stopping = cancel.is_set() and self._stop.is_set()

@@ -15,6 +15,7 @@ Or replace the brain itself with one Python function per agent: FunctionBrain.
 See docs/testing.md.
 """
 
+from firm.clock import ManualClock
 from firm.testing.function import FunctionBrain, SessionRecord
 from firm.testing.script import (
     ModelRequest,
@@ -40,6 +41,7 @@ from firm.testing.server import MODEL_NAME, ModelServer, RecordedRequest
 __all__ = [
     "MODEL_NAME",
     "FunctionBrain",
+    "ManualClock",
     "ModelRequest",
     "ModelServer",
     "RecordedRequest",
