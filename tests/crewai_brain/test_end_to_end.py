@@ -86,3 +86,9 @@ def test_three_levels_with_crewai(
     usage = [t.usage for t in tree]
     assert sum(u.get("calls", 0) for u in usage) == len(server.requests)
     assert all(u.get("prompt_tokens", 0) > 0 for u in usage)
+    # Each call is in the log as the llm brain logs it: the office, traces and `firm show`
+    # read these, whichever brain made the call.
+    calls = [e for e in firm.events(0, 10_000) if e.kind == "model_call"]
+    assert len(calls) == len(server.requests)
+    assert all(e.data["prompt_tokens"] > 0 and e.data["model"] for e in calls)
+    assert {e.agent for e in calls} == {t.assignee for t in tree}

@@ -11,6 +11,7 @@ import contextvars
 import json
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from crewai.llms.providers.openai.completion import OpenAICompletion
@@ -31,11 +32,17 @@ class SessionLLM(OpenAICompletion):
         tools = kwargs.get("tools") if kwargs.get("tools") is not None else None
         turn.before_call(len(json.dumps([messages, tools], default=str)))
         before = dict(self._token_usage)
+        started = time.monotonic()
         result = self._in_thread(lambda: super(SessionLLM, self).call(messages, *args, **kwargs))
         after = self._token_usage
         turn.after_call(
             after.get("prompt_tokens", 0) - before.get("prompt_tokens", 0),
             after.get("completion_tokens", 0) - before.get("completion_tokens", 0),
+            model=str(self.model),
+            seconds=time.monotonic() - started,
+            tool_calls=_tool_names(result),
+            cached_tokens=after.get("cached_prompt_tokens", 0)
+            - before.get("cached_prompt_tokens", 0),
         )
         if isinstance(result, str) and result.strip():
             turn.session.think(result)
@@ -66,3 +73,16 @@ class SessionLLM(OpenAICompletion):
             if ok:
                 return value
             raise value
+
+
+def _tool_names(result: Any) -> list[str]:
+    """The tools a reply calls, when CrewAI hands back native tool calls rather than text."""
+    if not isinstance(result, list):
+        return []
+    names: list[str] = []
+    for call in result:
+        fn = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+        name = fn.get("name") if isinstance(fn, dict) else getattr(fn, "name", None)
+        if isinstance(name, str):
+            names.append(name)
+    return names

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from firm.brains.protocol import SessionCancelled
+from firm.events import EventKind
 
 if TYPE_CHECKING:
     from firm.brains.protocol import Session, ToolResult
@@ -74,9 +75,33 @@ class Turn:
                 )
         self.reply_results = []
 
-    def after_call(self, prompt_tokens: int, completion_tokens: int) -> None:
+    def after_call(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        *,
+        model: str = "",
+        seconds: float = 0.0,
+        tool_calls: list[str] | None = None,
+        cached_tokens: int = 0,
+    ) -> None:
         self.calls += 1
         self.session.record_usage(1, prompt_tokens, completion_tokens)
+        # The same record of a model call the llm brain writes: the office, `firm show` and
+        # traces read it.
+        self.session.log(
+            EventKind.MODEL_CALL,
+            {
+                "model": model,
+                "call": self.calls,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "cached_tokens": cached_tokens or None,
+                "tool_calls": list(tool_calls or []),
+                "finish_reason": "tool_calls" if tool_calls else None,
+                "seconds": round(seconds, 3),
+            },
+        )
 
     def give_up(self, reason: str) -> None:
         """End the session as failed — or, if it delegated, end the turn (its reports' work
