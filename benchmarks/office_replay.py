@@ -145,7 +145,8 @@ def main() -> None:
             with sync_playwright() as p:
                 browser = p.chromium.launch(
                     executable_path="/usr/bin/chromium",
-                    args=["--no-sandbox", "--enable-precise-memory-info"],
+                    # The plan (2D floor), whose figures the README quotes; no WebGL here.
+                    args=["--no-sandbox", "--enable-precise-memory-info", "--disable-webgl"],
                 )
                 page = browser.new_page(viewport={"width": 1440, "height": 900}, bypass_csp=True)
                 page.goto(server.url + "/")

@@ -22,6 +22,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# The page's plan (the 2D floor) is what a browser without WebGL shows; the 3D floor's tests
+# (test_office3d) draw WebGL in software with SwiftShader instead.
+PLAN_ARGS = ["--disable-webgl"]
+WEBGL_ARGS = ["--use-angle=swiftshader", "--enable-unsafe-swiftshader"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -89,3 +93,49 @@ def serve(folder: Path, *args: str) -> ServedOffice:
             threading.Thread(target=served.drain, daemon=True).start()
             return served
     raise AssertionError("firm serve did not start:\n" + "\n".join(banner))
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Width, height and every pixel (RGB, row by row) of an 8-bit PNG (what Chromium's screenshots
+    are), decoded with the standard library: the tests read what the page drew."""
+    import struct
+    import zlib
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat = 8, b""
+    width = height = channels = 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and colour in (2, 6), f"unexpected PNG format {depth}/{colour}"
+            channels = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b = prev[i]
+            c = prev[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else b if pb <= pc else c
+                line[i] = (line[i] + pred) & 0xFF
+        rows.append(bytes(line))
+        prev = line
+    return width, height, [bytes(r[i : i + 3]) for r in rows for i in range(0, stride, channels)]

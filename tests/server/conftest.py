@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, ensure_chromium
+from browser_kit import CHROMIUM, CHROMIUM_ARGS, PLAN_ARGS, ensure_chromium
 from office_kit import Running, start_office
 
 
@@ -48,12 +48,12 @@ def fresh_office(tmp_path: Path) -> Iterator[Callable[..., Running]]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium for a module's page tests."""
+    """Headless Chromium for a module's page tests, without WebGL: the office shows its plan."""
     sync_api = pytest.importorskip("playwright.sync_api")
     reason = ensure_chromium()
     if reason:
         pytest.skip(reason)
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS + PLAN_ARGS)
         yield b
         b.close()

@@ -88,13 +88,14 @@ def start_office(
     reads_need_token: bool = False,
     hub_buffer: int | None = None,
     fail: list[str] | None = None,
+    org: Path | None = None,
 ) -> Running:
     folder.mkdir(parents=True, exist_ok=True)
     options: dict[str, Any] = {"latency": latency} if latency else {}
     if fail:
         options["fail_agents"] = fail
     office = Office(
-        demo_org(folder),
+        org or demo_org(folder),
         db=folder / "firm.db",
         brain_options=options,
         workspace=folder / "workspace",

@@ -5,7 +5,7 @@ import { Board } from "./board.js";
 import { GoalBanner, progressChips } from "./banner.js";
 import { Drawer } from "./drawer.js";
 import { Feed } from "./feed.js";
-import { Floor } from "./floor.js";
+import { Floors } from "./floors.js";
 import { ENDINGS, GOAL_KINDS, KIND } from "./kinds.js";
 import { renderOrgChart } from "./orgchart.js";
 import { Replay, SPEEDS } from "./replay.js";
@@ -19,7 +19,7 @@ const $ = (id) => document.getElementById(id);
 const openTask = (id) => drawer.open(id);
 
 const drawer = new Drawer(company, { toast, needToken: askForToken });
-const floor = new Floor($("view-floor"), company, { onOpenTask: openTask });
+const floor = new Floors(company, { onOpenTask: openTask });
 const board = new Board($("view-board"), company, { onOpenTask: openTask });
 const feed = new Feed($("feed-list"), company, { onOpenTask: openTask });
 const banner = new GoalBanner($("goal-banner"), { onOpenTask: openTask });
@@ -268,7 +268,14 @@ function summary(rootId = null) {
   for (const [id, d] of c.desks()) desks[id] = { state: d.state, task: d.task?.id ?? null, note: c.notes.get(id) ?? null };
   return { tasks, desks };
 }
-window.__office = { summary, get mode() { return replay ? "replay" : "live"; }, get replay() { return replay; } };
+window.__office = {
+  summary,
+  get mode() { return replay ? "replay" : "live"; },
+  get replay() { return replay; },
+  /** Which floor shows ("3d" or "2d"); floor3d() is where the 3D floor puts each desk on screen. */
+  get floor() { return floor.mode; },
+  floor3d: () => floor.three?.summary() ?? null,
+};
 
 async function loadRecentActivity(seq) {
   try {

@@ -213,3 +213,13 @@ function inline(text, onFile) {
   if (last < text.length) out.push(text.slice(last));
   return out;
 }
+
+/** Whether this browser can draw WebGL at all (the context is not kept). */
+export function webglAvailable() {
+  try {
+    const canvas = document.createElement("canvas");
+    return Boolean(canvas.getContext("webgl2") || canvas.getContext("webgl"));
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,795 @@
+// The office floor in 3D: a room per team laid out from the org chart (a manager's room holds
+// the desks of their reports who lead no one; a report who leads a team gets a room of their
+// own beside their manager's, one level down), a desk per agent with a status light, and the
+// work flying between desks as arcs. It reads the same Company the 2D floor and replay read.
+//
+// Rendering is on demand: a frame is drawn when something changed or moves, never in an idle
+// loop, so a quiet office costs nothing on a loaded machine.
+
+import * as THREE from "./vendor/three/three.module.min.js";
+import { OrbitControls } from "./vendor/three/addons/OrbitControls.js";
+import { CSS2DObject, CSS2DRenderer } from "./vendor/three/addons/CSS2DRenderer.js";
+import { KIND } from "./kinds.js";
+import { clip, el, hue, initials, reducedMotion } from "./util.js";
+
+const DX = 3.4; // desk pitch across a room
+const DZ = 3.6; // desk pitch into a room
+const PAD = 1.3; // a room's margin around its desks
+const GAP = 2.4; // between neighbouring rooms
+const MAX_FLIGHTS = 24;
+const FLIGHT_MS = 1500;
+const FADE_MS = 450;
+const VIEW = new THREE.Vector3(0, 1.35, 1).normalize(); // from the target towards the camera
+const MARGIN = 0.9;
+const ASPECT = 1.9; // the shape a team's block aims for: a landscape screen, seen at a slant // fitted points stay inside this share of the view (labels need room)
+
+/** Whether WebGL here is drawn by the CPU (SwiftShader, llvmpipe): then frames are kept cheap. */
+function softwareGl() {
+  try {
+    const gl = document.createElement("canvas").getContext("webgl");
+    const info = gl?.getExtension("WEBGL_debug_renderer_info");
+    const name = info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : "";
+    gl?.getExtension("WEBGL_lose_context")?.loseContext();
+    return /swiftshader|llvmpipe|software/i.test(String(name));
+  } catch {
+    return false;
+  }
+}
+
+const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+
+/** Rooms as a tree, from the org chart: a room per lead, its leaf reports as its desks. */
+function roomTree(company) {
+  const agents = company.agents;
+  const leads = (a) => a.reports.some((r) => agents.has(r));
+  const make = (lead, seen) => {
+    seen.add(lead.id);
+    const reports = lead.reports.map((r) => agents.get(r)).filter((r) => r && !seen.has(r.id));
+    for (const r of reports) if (!leads(r)) seen.add(r.id);
+    return {
+      lead,
+      members: reports.filter((r) => !leads(r)),
+      children: reports.filter(leads).map((r) => make(r, seen)),
+    };
+  };
+  const seen = new Set();
+  const tops = company.org.agents.filter((a) => !a.reports_to || !agents.has(a.reports_to));
+  const rooms = tops.map((a) => make(a, seen));
+  // Anyone a cycle or a stray reference kept out still gets a room.
+  for (const a of company.org.agents) if (!seen.has(a.id)) rooms.push(make(a, seen));
+  return rooms;
+}
+
+/** Size every room and its subtree; children are laid out in rows so the company stays wide
+ * rather than tall and narrow, which suits a screen. */
+function measure(room) {
+  const n = room.members.length;
+  room.cols = Math.max(1, Math.min(6, Math.ceil(Math.sqrt(n * 1.6))));
+  room.rows = Math.ceil(n / room.cols);
+  room.w = Math.max(room.cols, 1) * DX + PAD * 2;
+  room.d = (1 + room.rows) * DZ + PAD * 2 - 0.8;
+  for (const c of room.children) measure(c);
+  // Child rooms go in rows; how many per row is chosen so the whole block is about as wide
+  // as a screen is, rather than one long strip.
+  const k = room.children.length;
+  let best = null;
+  for (let perRow = 1; perRow <= Math.max(1, k); perRow++) {
+    const rows = [];
+    for (let i = 0; i < k; i += perRow) rows.push(room.children.slice(i, i + perRow));
+    let w = room.w;
+    let d = room.d;
+    for (const row of rows) {
+      w = Math.max(w, row.reduce((s, c) => s + c.bw, 0) + GAP * (row.length - 1));
+      d += GAP * 1.6 + Math.max(...row.map((c) => c.bd));
+    }
+    const score = Math.abs(Math.log(w / d / ASPECT));
+    if (!best || score < best.score - 1e-9) best = { rows, w, d, score };
+  }
+  room.childRows = best.rows;
+  const w = best.w;
+  const d = best.d;
+  room.bw = w;
+  room.bd = d;
+}
+
+function place(room, x0, z0, out) {
+  room.x = x0 + room.bw / 2; // centre of the room
+  room.z = z0 + room.d / 2;
+  out.push(room);
+  let z = z0 + room.d + GAP * 1.6;
+  for (const row of room.childRows) {
+    const width = row.reduce((s, c) => s + c.bw, 0) + GAP * (row.length - 1);
+    let x = x0 + (room.bw - width) / 2;
+    for (const c of row) {
+      place(c, x, z, out);
+      x += c.bw + GAP;
+    }
+    z += Math.max(...row.map((c) => c.bd)) + GAP * 1.6;
+  }
+}
+
+/** A desk's light and words for its state. */
+function deskState(d) {
+  if (d.state === "working") return "working";
+  if (d.state === "waiting") return "waiting";
+  if (d.task && (d.task.status === "failed") && !d.held) return "failed";
+  return d.state === "queued" ? "queued" : "idle";
+}
+
+export class Floor3D {
+  constructor(root, company, { onOpenTask, onUserMove }) {
+    this.root = root;
+    this.company = company;
+    this.onOpenTask = onOpenTask;
+    this.onUserMove = onUserMove ?? (() => {});
+    this.desks = new Map(); // agent id -> {group, light, label, task, pos}
+    this.flights = [];
+    this.pulses = [];
+    this.orgKey = null;
+    this.mode = "fit"; // "fit" | "follow" | "free"
+    this.counts = { delegations: 0, results: 0, cancels: 0 };
+    this.frameQueued = false;
+    this.tween = null;
+    this.focusKey = "";
+
+    this.canvasBox = el("div", { class: "floor3d-canvas" });
+    root.replaceChildren(this.canvasBox);
+    this.software = softwareGl();
+    this.renderer = new THREE.WebGLRenderer({ antialias: !this.software, preserveDrawingBuffer: true });
+    this.renderer.setPixelRatio(Math.min(2, window.devicePixelRatio || 1));
+    this.renderer.domElement.setAttribute("aria-hidden", "true");
+    this.canvasBox.append(this.renderer.domElement);
+    this.labels = new CSS2DRenderer();
+    this.labels.domElement.className = "floor3d-labels";
+    this.canvasBox.append(this.labels.domElement);
+    // Labels of arcs in flight move every frame; they are placed by hand, so a frame of flying
+    // arcs does not rewrite every desk's label.
+    this.tagLayer = el("div", { class: "floor3d-labels floor3d-tags" });
+    this.canvasBox.append(this.tagLayer);
+    this.lastView = new THREE.Matrix4();
+    this.labelsDirty = true;
+
+    this.scene = new THREE.Scene();
+    this.camera = new THREE.PerspectiveCamera(40, 1, 0.5, 4000);
+    this.camera.position.copy(VIEW).multiplyScalar(40);
+    this.scene.add(new THREE.HemisphereLight(0xffffff, 0x8a8070, 2.2));
+    const sun = new THREE.DirectionalLight(0xffffff, 1.6);
+    sun.position.set(-30, 60, 40);
+    this.scene.add(sun);
+    this.world = new THREE.Group();
+    this.scene.add(this.world);
+
+    this.controls = new OrbitControls(this.camera, this.renderer.domElement);
+    this.controls.maxPolarAngle = Math.PI * 0.47; // never under the floor
+    this.controls.minDistance = 4;
+    this.controls.maxDistance = 2500;
+    this.controls.screenSpacePanning = false; // panning slides over the floor
+    this.controls.keyPanSpeed = 40;
+    this.controls.listenToKeyEvents(this.canvasBox);
+    this.controls.addEventListener("change", () => this.frame());
+    this.controls.addEventListener("start", () => {
+      this.tween = null;
+      this.setMode("free");
+    });
+    this.canvasBox.tabIndex = 0;
+    this.canvasBox.setAttribute("role", "application");
+    this.canvasBox.setAttribute(
+      "aria-label",
+      "The office in 3D. Arrow keys pan, shift and arrows orbit, + and - zoom, f fits everyone in view. Tab reaches each desk.",
+    );
+    this.canvasBox.addEventListener("keydown", (e) => this.onKey(e));
+    this.pick();
+
+    this.resizer = new ResizeObserver(() => this.resize());
+    this.resizer.observe(this.canvasBox);
+    this.resize();
+  }
+
+  /** Show another company (the live one, or a replay's). */
+  show(company) {
+    this.company = company;
+    this.orgKey = null;
+    this.clearFlights();
+    this.build();
+    this.render();
+  }
+
+  setMode(mode) {
+    if (this.mode === mode) return;
+    this.mode = mode;
+    this.root.dataset.camera = mode;
+    this.onUserMove(mode);
+    if (mode === "fit") this.fit();
+    if (mode === "follow") this.follow(true);
+  }
+
+  /** Lay the rooms and desks out, once per org chart (and when the colour scheme changes). */
+  build(force = false) {
+    const org = this.company.org;
+    if (!org) return;
+    const key = org.agents.map((a) => `${a.id}<${a.reports_to ?? ""}`).join(",");
+    if (key === this.orgKey && !force) return;
+    this.orgKey = key;
+    this.clearFlights();
+    for (const child of [...this.world.children]) this.dispose(child);
+    this.desks.clear();
+
+    const palette = {
+      floor: new THREE.Color(css("--floor") || "#ebe7df"),
+      surface: new THREE.Color(css("--surface") || "#ffffff"),
+      line: new THREE.Color(css("--line") || "#e1dcd2"),
+      ink: new THREE.Color(css("--ink") || "#1c2330"),
+    };
+    this.palette = palette;
+    this.renderer.setClearColor(palette.floor);
+    this.lightColours = {
+      idle: new THREE.Color(css("--s-todo") || "#64748b"),
+      queued: new THREE.Color(css("--s-todo") || "#64748b"),
+      working: new THREE.Color(css("--s-in_progress") || "#c2410c"),
+      waiting: new THREE.Color(css("--s-waiting") || "#0369a1"),
+      failed: new THREE.Color(css("--s-failed") || "#b91c1c"),
+    };
+    this.arcColours = {
+      delegation: new THREE.Color(css("--accent") || "#4338ca"),
+      done: new THREE.Color(css("--s-done") || "#15803d"),
+      failed: new THREE.Color(css("--s-failed") || "#b91c1c"),
+      cancelled: new THREE.Color(css("--s-cancelled") || "#7e22ce"),
+    };
+
+    const rooms = roomTree(this.company);
+    const placed = [];
+    let x = 0;
+    for (const r of rooms) {
+      measure(r);
+      place(r, x, 0, placed);
+      x += r.bw + GAP * 2;
+    }
+    const geo = this.geometry();
+    const roomFloor = new THREE.MeshStandardMaterial({ color: palette.surface, roughness: 0.95 });
+    const wallMat = new THREE.MeshStandardMaterial({ color: palette.line, roughness: 0.9 });
+    this.corners = [];
+    for (const room of placed) {
+      for (const [sx, sz] of [[-1, -1], [1, -1], [-1, 1], [1, 1]]) {
+        this.corners.push(new THREE.Vector3(room.x + (sx * room.w) / 2, sz < 0 ? 0.6 : 0, room.z + (sz * room.d) / 2));
+      }
+      const g = new THREE.Group();
+      g.position.set(room.x, 0, room.z);
+      const floor = new THREE.Mesh(geo.box, roomFloor);
+      floor.scale.set(room.w, 0.08, room.d);
+      floor.position.y = -0.04;
+      g.add(floor);
+      for (const [w, d, px, pz] of [
+        [room.w, 0.15, 0, -room.d / 2],
+        [0.15, room.d, -room.w / 2, 0],
+        [0.15, room.d, room.w / 2, 0],
+      ]) {
+        const wall = new THREE.Mesh(geo.box, wallMat);
+        wall.scale.set(w, 0.55, d);
+        wall.position.set(px, 0.27, pz);
+        g.add(wall);
+      }
+      const boss = room.lead.reports_to ? this.company.agent(room.lead.reports_to) : null;
+      const name = room.lead.reports.length ? `${room.lead.name}'s team` : room.lead.name;
+      const sign = new CSS2DObject(
+        el("div", { class: "d3-room" }, el("b", {}, name), boss ? ` · reports to ${boss.name}` : " · top of the company"),
+      );
+      sign.position.set(0, 0.6, -room.d / 2 + 0.1);
+      sign.center.set(0.5, 1);
+      g.add(sign);
+      this.world.add(g);
+      // The lead's desk at the front, facing the room; the others in rows behind.
+      const z0 = room.z - room.d / 2 + PAD + 0.9;
+      this.desk(room.lead, true, room.x, z0, geo);
+      room.members.forEach((m, i) => {
+        const row = Math.floor(i / room.cols);
+        const inRow = Math.min(room.cols, room.members.length - row * room.cols);
+        const col = i % room.cols;
+        this.desk(m, false, room.x + (col - (inRow - 1) / 2) * DX, z0 + (row + 1) * DZ, geo);
+      });
+    }
+    this.labelsDirty = true;
+    this.fitNow();
+  }
+
+  geometry() {
+    if (!this.geo) {
+      this.geo = {
+        box: new THREE.BoxGeometry(1, 1, 1),
+        light: new THREE.SphereGeometry(0.32, 20, 14),
+        chair: new THREE.CylinderGeometry(0.42, 0.42, 0.5, 16),
+        ring: new THREE.RingGeometry(0.9, 1.2, 40),
+        packet: new THREE.SphereGeometry(0.3, 16, 12),
+      };
+      this.mats = {
+        desk: new THREE.MeshStandardMaterial({ color: 0xc8a97e, roughness: 0.7 }),
+        lead: new THREE.MeshStandardMaterial({ color: 0xa4825a, roughness: 0.7 }),
+        screen: new THREE.MeshStandardMaterial({ color: 0x2b3140, roughness: 0.4 }),
+      };
+    }
+    return this.geo;
+  }
+
+  desk(agent, lead, x, z, geo) {
+    const g = new THREE.Group();
+    g.position.set(x, 0, z);
+    const top = new THREE.Mesh(geo.box, lead ? this.mats.lead : this.mats.desk);
+    top.scale.set(2.3, 0.16, 1.2);
+    top.position.y = 0.78;
+    const base = new THREE.Mesh(geo.box, lead ? this.mats.lead : this.mats.desk);
+    base.scale.set(2.1, 0.7, 0.2);
+    base.position.set(0, 0.38, -0.45);
+    const screen = new THREE.Mesh(geo.box, this.mats.screen);
+    screen.scale.set(1.0, 0.62, 0.07);
+    screen.position.set(0, 1.22, -0.35);
+    const chair = new THREE.Mesh(
+      geo.chair,
+      new THREE.MeshStandardMaterial({ color: new THREE.Color(`hsl(${hue(agent.id)}, 55%, 55%)`), roughness: 0.8 }),
+    );
+    chair.position.set(0, 0.25, 0.95);
+    const light = new THREE.Mesh(
+      geo.light,
+      new THREE.MeshStandardMaterial({ color: this.lightColours.idle, emissive: this.lightColours.idle, emissiveIntensity: 0.35 }),
+    );
+    light.position.set(0, 2.05, -0.35);
+    for (const part of [top, base, screen, chair, light]) {
+      part.userData.agent = agent.id;
+      g.add(part);
+    }
+    const state = el("span", { class: "d3-state" }, "Idle");
+    const face = el("span", { class: "d3-face", "aria-hidden": "true" }, initials(agent.name ?? agent.id));
+    face.style.setProperty("--hue", hue(agent.id));
+    const button = el(
+      "button",
+      {
+        type: "button",
+        class: `d3-desk${lead ? " lead" : ""}`,
+        dataset: { agent: agent.id, state: "idle" },
+        "aria-label": `${agent.name}, ${agent.title}: idle`,
+        onclick: () => this.open(agent.id),
+      },
+      face,
+      el("span", { class: "d3-who" }, el("b", {}, agent.name), state),
+    );
+    const tag = new CSS2DObject(button);
+    tag.position.set(0, 0, 1.7);
+    tag.center.set(0.5, 0);
+    g.add(tag);
+    const title = el("div", { class: "d3-task", hidden: true });
+    const bubble = new CSS2DObject(title);
+    bubble.position.set(0, 2.5, -0.35);
+    bubble.center.set(0.5, 1);
+    g.add(bubble);
+    this.world.add(g);
+    this.desks.set(agent.id, { group: g, light, button, state, title, face, pos: new THREE.Vector3(x, 1.2, z), key: "" });
+  }
+
+  open(agentId) {
+    this.picked = agentId;
+    const d = this.company.desks().get(agentId);
+    if (d?.task) this.onOpenTask(d.task.id);
+  }
+
+  /** Clicks on the canvas pick the desk under the pointer (a drag is a camera move). */
+  pick() {
+    const canvas = this.renderer.domElement;
+    const ray = new THREE.Raycaster();
+    let down = null;
+    canvas.addEventListener("pointerdown", (e) => (down = { x: e.clientX, y: e.clientY }));
+    canvas.addEventListener("pointerup", (e) => {
+      if (!down || Math.hypot(e.clientX - down.x, e.clientY - down.y) > 6) return;
+      const r = canvas.getBoundingClientRect();
+      ray.setFromCamera(
+        new THREE.Vector2(((e.clientX - r.left) / r.width) * 2 - 1, -((e.clientY - r.top) / r.height) * 2 + 1),
+        this.camera,
+      );
+      const hit = ray.intersectObjects(this.world.children, true).find((h) => h.object.userData.agent);
+      if (hit) this.open(hit.object.userData.agent);
+    });
+  }
+
+  /** Desks follow the company: light, words, the task above a busy desk. */
+  render() {
+    this.build();
+    if (!this.desks.size) return;
+    const desks = this.company.desks();
+    let changed = false;
+    for (const [id, d] of desks) {
+      const desk = this.desks.get(id);
+      if (!desk) continue;
+      const state = deskState(d);
+      const busy = state === "working" || state === "waiting";
+      const key = `${state}|${d.open}|${d.task?.id}|${d.task?.title}|${d.held}`;
+      if (desk.key === key) continue;
+      desk.key = key;
+      changed = true;
+      const colour = this.lightColours[state];
+      desk.light.material.color.copy(colour);
+      desk.light.material.emissive.copy(colour);
+      desk.light.material.emissiveIntensity = busy || state === "failed" ? 0.9 : 0.25;
+      const words =
+        state === "working"
+          ? "Working"
+          : state === "waiting"
+            ? `Waiting on ${d.open} report${d.open === 1 ? "" : "s"}`
+            : state === "failed"
+              ? "Failed"
+              : state === "queued"
+                ? `${d.queued} queued`
+                : "Idle";
+      const more = busy && d.held > 1 ? ` · +${d.held - 1} more` : "";
+      desk.state.textContent = words + more;
+      desk.button.dataset.state = state;
+      const agent = this.company.agent(id);
+      desk.button.setAttribute(
+        "aria-label",
+        `${agent.name}, ${agent.title}: ${words.toLowerCase()}${d.task ? `. Open ${busy ? "" : "last "}task ${d.task.title}` : ""}`,
+      );
+      desk.title.hidden = !busy || !d.task;
+      desk.title.dataset.state = state;
+      desk.title.textContent = busy && d.task ? clip(d.task.title, 46) : "";
+    }
+    if (changed && this.mode === "follow") this.follow();
+    if (changed) {
+      this.labelsDirty = true; // a task's title appeared or went
+      this.frame();
+    }
+  }
+
+  // --- the camera ---------------------------------------------------------------------------
+
+  resize() {
+    const w = this.canvasBox.clientWidth;
+    const h = this.canvasBox.clientHeight;
+    if (!w || !h) return;
+    this.renderer.setSize(w, h);
+    this.labels.setSize(w, h);
+    this.labelsDirty = true;
+    this.camera.aspect = w / h;
+    this.camera.updateProjectionMatrix();
+    if (this.mode === "fit") this.fitNow();
+    else if (this.mode === "follow") this.follow(true);
+    this.frame();
+  }
+
+  /** Where the camera must be to see every point, looking along its present direction. */
+  framing(points, home = false) {
+    if (!points.length) return null;
+    const box = new THREE.Box3().setFromPoints(points);
+    const target = box.getCenter(new THREE.Vector3());
+    target.y = 0;
+    const dir = home ? VIEW.clone() : this.camera.position.clone().sub(this.controls.target);
+    if (dir.lengthSq() < 1e-6) dir.copy(VIEW);
+    dir.normalize();
+    const probe = this.camera.clone();
+    const v = new THREE.Vector3();
+    const fits = (dist) => {
+      probe.position.copy(target).addScaledVector(dir, dist);
+      probe.lookAt(target);
+      probe.updateMatrixWorld();
+      for (const p of points) {
+        v.copy(p).project(probe);
+        if (v.z > 1 || Math.abs(v.x) > MARGIN || Math.abs(v.y) > MARGIN) return false;
+      }
+      return true;
+    };
+    let lo = 6;
+    let hi = 12;
+    while (!fits(hi) && hi < 4000) hi *= 1.6;
+    for (let i = 0; i < 28; i++) {
+      const mid = (lo + hi) / 2;
+      if (fits(mid)) hi = mid;
+      else lo = mid;
+    }
+    return { target, position: target.clone().addScaledVector(dir, hi) };
+  }
+
+  /** The points that must be seen for a desk: the desk, its light and its name tag. */
+  deskPoints(ids) {
+    const out = [];
+    for (const id of ids) {
+      const d = this.desks.get(id);
+      if (!d) continue;
+      out.push(d.pos.clone().add(new THREE.Vector3(-1.3, 1.6, -0.6)), d.pos.clone().add(new THREE.Vector3(1.3, -1.2, 1.9)));
+    }
+    return out;
+  }
+
+  moveTo(frame, animate) {
+    if (!frame) return;
+    if (!animate || reducedMotion.matches) {
+      this.controls.target.copy(frame.target);
+      this.camera.position.copy(frame.position);
+      this.camera.lookAt(frame.target);
+      this.controls.update();
+      this.frame();
+      return;
+    }
+    this.tween = {
+      t0: performance.now(),
+      fromT: this.controls.target.clone(),
+      fromP: this.camera.position.clone(),
+      ...frame,
+    };
+    this.frame();
+  }
+
+  /** Everyone in view, now (no animation: the page's first view is settled at once). */
+  /** Every desk and every room's walls. */
+  everyone() {
+    return [...this.deskPoints(this.desks.keys()), ...(this.corners ?? [])];
+  }
+
+  /** "Fit all" is also the way home: the company seen whole from the usual angle. */
+  fitNow() {
+    this.moveTo(this.framing(this.everyone(), true), false);
+  }
+
+  fit() {
+    this.moveTo(this.framing(this.everyone(), true), true);
+  }
+
+  /** The desks where work is happening, and their managers; everyone when nothing is. */
+  follow(force = false) {
+    const active = [];
+    for (const [id, d] of this.company.desks()) {
+      if (d.state === "working" || d.state === "waiting") active.push(id);
+    }
+    const key = active.sort().join(",");
+    if (key === this.focusKey && !force) return;
+    this.focusKey = key;
+    this.moveTo(this.framing(active.length ? this.deskPoints(active) : this.everyone()), true);
+  }
+
+  onKey(e) {
+    if (e.target !== this.canvasBox) return;
+    const zoom = { "+": 0.8, "=": 0.8, "-": 1.25, _: 1.25 }[e.key];
+    if (zoom) {
+      e.preventDefault();
+      this.setMode("free");
+      const t = this.controls.target;
+      this.camera.position.sub(t).multiplyScalar(zoom).add(t);
+      this.controls.update();
+    } else if (e.key === "f") {
+      e.preventDefault();
+      this.setMode("fit");
+      this.fit();
+    } else if (e.key.startsWith("Arrow")) {
+      this.setMode("free");
+    }
+  }
+
+  // --- drawing --------------------------------------------------------------------------------
+
+  frame() {
+    if (this.frameQueued) return;
+    this.frameQueued = true;
+    requestAnimationFrame((now) => {
+      this.frameQueued = false;
+      this.draw(now);
+    });
+  }
+
+  draw(now) {
+    let moving = false;
+    if (this.tween) {
+      const k = Math.min(1, (now - this.tween.t0) / 650);
+      const e = k < 0.5 ? 2 * k * k : 1 - (-2 * k + 2) ** 2 / 2;
+      this.controls.target.lerpVectors(this.tween.fromT, this.tween.target, e);
+      this.camera.position.lerpVectors(this.tween.fromP, this.tween.position, e);
+      this.camera.lookAt(this.controls.target);
+      if (k >= 1) this.tween = null;
+      moving = true;
+    }
+    moving = this.stepFlights(now) || moving;
+    moving = this.stepPulses(now) || moving;
+    this.renderer.render(this.scene, this.camera);
+    this.camera.updateMatrixWorld();
+    if (this.labelsDirty || !this.lastView.equals(this.camera.matrixWorld)) {
+      this.lastView.copy(this.camera.matrixWorld);
+      this.labelsDirty = false;
+      this.labels.render(this.scene, this.camera);
+      const ppu = this.pixelsPerUnit();
+      this.root.dataset.zoom = ppu < 9 ? "far" : ppu < 16 ? "mid" : "near";
+    }
+    if (!moving) return;
+    // A CPU-drawn canvas gets about 20 frames a second while things fly, not 60.
+    if (this.software) setTimeout(() => this.frame(), 50);
+    else this.frame();
+  }
+
+  pixelsPerUnit() {
+    const dist = this.camera.position.distanceTo(this.controls.target);
+    const h = this.canvasBox.clientHeight || 1;
+    return h / (2 * dist * Math.tan((this.camera.fov * Math.PI) / 360));
+  }
+
+  // --- flights: delegations down, results back, cancels sweeping -----------------------------
+
+  /** Arcs for fresh delegations and results; a cancel pulses down the cancelled subtree. */
+  animate(events) {
+    const cancelled = [];
+    for (const e of events) {
+      if (e.kind === KIND.DELEGATED) {
+        this.counts.delegations++;
+        this.fly(e.agent, e.data?.to, "delegation", e.data?.title);
+      } else if (e.kind === KIND.COMPLETED || e.kind === KIND.FAILED) {
+        const task = this.company.tasks.get(e.task_id);
+        if (!task?.parent_id) continue;
+        this.counts.results++;
+        const boss = this.company.tasks.get(task.parent_id)?.assignee ?? task.created_by;
+        this.fly(task.assignee, boss, e.kind === KIND.COMPLETED ? "done" : "failed", task.title);
+      } else if (e.kind === KIND.CANCELLED) {
+        cancelled.push(e.task_id);
+      }
+    }
+    if (cancelled.length) this.sweep(cancelled);
+    this.root.dataset.delegations = String(this.counts.delegations);
+    this.root.dataset.results = String(this.counts.results);
+    this.root.dataset.cancels = String(this.counts.cancels);
+  }
+
+  fly(fromId, toId, kind, title) {
+    const from = this.desks.get(fromId);
+    const to = this.desks.get(toId);
+    if (!from || !to || reducedMotion.matches || this.flights.length >= MAX_FLIGHTS) return;
+    const a = from.pos.clone().setY(2.1);
+    const b = to.pos.clone().setY(2.1);
+    const lift = 2.5 + a.distanceTo(b) * 0.35;
+    const mid = a.clone().add(b).multiplyScalar(0.5).setY(Math.max(a.y, b.y) + lift);
+    const curve = new THREE.QuadraticBezierCurve3(a, mid, b);
+    const colour = this.arcColours[kind];
+    const line = new THREE.Line(
+      new THREE.BufferGeometry().setFromPoints(curve.getPoints(40)),
+      new THREE.LineBasicMaterial({ color: colour, transparent: true, opacity: 0.9 }),
+    );
+    line.geometry.setDrawRange(0, 0);
+    const packet = new THREE.Mesh(this.geo.packet, new THREE.MeshBasicMaterial({ color: colour, transparent: true }));
+    const icon = kind === "delegation" ? "✉" : kind === "done" ? "✓" : "✕";
+    const tag = el("div", { class: `d3-flight f-${kind}`, hidden: true }, el("b", {}, icon), title ? ` ${clip(title, 30)}` : "");
+    this.tagLayer.append(tag);
+    this.scene.add(line, packet);
+    // Arcs leaving one desk together go one after another, not as a single blot.
+    const now = performance.now();
+    const last = this.flights.filter((f) => f.from === fromId).reduce((m, f) => Math.max(m, f.t0), 0);
+    this.flights.push({ line, packet, tag, curve, from: fromId, to: toId, t0: Math.max(now, last + 180) });
+    this.frame();
+  }
+
+  stepFlights(now) {
+    const keep = [];
+    for (const f of this.flights) {
+      const t = (now - f.t0) / FLIGHT_MS;
+      if (t < 0) {
+        f.packet.visible = false;
+        keep.push(f);
+        continue;
+      }
+      f.packet.visible = true;
+      const k = Math.min(1, t);
+      const eased = k < 0.5 ? 2 * k * k : 1 - (-2 * k + 2) ** 2 / 2;
+      f.packet.position.copy(f.curve.getPoint(eased));
+      f.tag.hidden = t >= 1;
+      if (t < 1) {
+        const p = f.packet.position.clone().project(this.camera);
+        const x = ((p.x + 1) / 2) * this.canvasBox.clientWidth;
+        const y = ((1 - p.y) / 2) * this.canvasBox.clientHeight;
+        f.tag.style.transform = `translate(-50%, -130%) translate(${x.toFixed(1)}px, ${y.toFixed(1)}px)`;
+      }
+      f.line.geometry.setDrawRange(0, Math.ceil(eased * 41));
+      if (t > 1) {
+        const fade = 1 - (now - f.t0 - FLIGHT_MS) / FADE_MS;
+        f.line.material.opacity = 0.9 * Math.max(0, fade);
+        f.packet.material.opacity = Math.max(0, fade);
+        if (fade <= 0) {
+          this.pulse(f.to, f.line.material.color, 0);
+          this.drop(f);
+          continue;
+        }
+      }
+      keep.push(f);
+    }
+    this.flights = keep;
+    return keep.length > 0;
+  }
+
+  /** Cancelled tasks' desks ring one after another, top of the subtree first. */
+  sweep(taskIds) {
+    const inBatch = new Set(taskIds);
+    const depth = (id) => {
+      let n = 0;
+      for (let t = this.company.tasks.get(id); t?.parent_id && inBatch.has(t.parent_id) && n < 64; t = this.company.tasks.get(t.parent_id)) n++;
+      return n;
+    };
+    for (const id of taskIds) {
+      const task = this.company.tasks.get(id);
+      if (!task) continue;
+      this.counts.cancels++;
+      this.pulse(task.assignee, this.arcColours.cancelled, depth(id) * 260);
+    }
+  }
+
+  pulse(agentId, colour, delay) {
+    const desk = this.desks.get(agentId);
+    if (!desk || reducedMotion.matches) return;
+    const ring = new THREE.Mesh(
+      this.geo.ring,
+      new THREE.MeshBasicMaterial({ color: colour, transparent: true, side: THREE.DoubleSide, depthWrite: false }),
+    );
+    ring.rotation.x = -Math.PI / 2;
+    ring.position.copy(desk.pos).setY(0.06);
+    ring.visible = false;
+    this.scene.add(ring);
+    this.pulses.push({ ring, t0: performance.now() + delay });
+    this.frame();
+  }
+
+  stepPulses(now) {
+    const keep = [];
+    for (const p of this.pulses) {
+      const t = (now - p.t0) / 900;
+      p.ring.visible = t >= 0;
+      if (t >= 1) {
+        this.scene.remove(p.ring);
+        p.ring.material.dispose();
+        continue;
+      }
+      if (t >= 0) {
+        p.ring.scale.setScalar(1 + t * 1.8);
+        p.ring.material.opacity = 0.85 * (1 - t);
+      }
+      keep.push(p);
+    }
+    this.pulses = keep;
+    return keep.length > 0;
+  }
+
+  drop(f) {
+    f.tag.remove();
+    this.scene.remove(f.line, f.packet);
+    f.line.geometry.dispose();
+    f.line.material.dispose();
+    f.packet.material.dispose();
+  }
+
+  clearFlights() {
+    for (const f of this.flights) this.drop(f);
+    this.flights = [];
+    for (const p of this.pulses) this.scene.remove(p.ring);
+    this.pulses = [];
+  }
+
+  dispose(object) {
+    object.traverse((o) => {
+      if (o.isCSS2DObject) o.element.remove();
+      if (o.material && !Object.values(this.mats ?? {}).includes(o.material)) o.material.dispose?.();
+    });
+    this.world.remove(object);
+  }
+
+  // --- for tests and people debugging the page ----------------------------------------------
+
+  /** Every desk's projected centre in page coordinates, and whether it is on screen. */
+  summary() {
+    const r = this.renderer.domElement.getBoundingClientRect();
+    const v = new THREE.Vector3();
+    this.camera.updateMatrixWorld();
+    const desks = {};
+    for (const [id, d] of this.desks) {
+      v.copy(d.pos).project(this.camera);
+      const x = r.left + ((v.x + 1) / 2) * r.width;
+      const y = r.top + ((1 - v.y) / 2) * r.height;
+      const inCanvas = v.z < 1 && x >= r.left && x <= r.right && y >= r.top && y <= r.bottom;
+      const inWindow = x >= 0 && y >= 0 && x <= window.innerWidth && y <= window.innerHeight;
+      desks[id] = { x, y, visible: inCanvas && inWindow, state: d.button.dataset.state };
+    }
+    return {
+      canvas: { left: r.left, top: r.top, width: r.width, height: r.height },
+      camera: this.mode,
+      settled: !this.tween,
+      picked: this.picked ?? null,
+      flights: this.flights.length,
+      counts: { ...this.counts },
+      desks,
+    };
+  }
+}
