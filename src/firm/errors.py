@@ -63,3 +63,13 @@ def some_of(names: Iterable[str], shown: int = 20) -> str:
     head = ", ".join(names[:shown])
     rest = len(names) - shown
     return f"{head}, … and {rest:,} more" if rest > 0 else head
+
+
+class ApprovalNotFound(FirmError):
+    def __init__(self, approval_id: str):
+        self.approval_id = approval_id
+        super().__init__(f"no approval with id {approval_id!r}")
+
+
+class AlreadyDecided(FirmError):
+    """A second decision on an approval: refused, the first one stands."""

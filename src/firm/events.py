@@ -49,6 +49,10 @@ class EventKind(StrEnum):
     TOOL_CALL = "tool_call"
     TOOL_DENIED = "tool_denied"
     TOOL_ERROR = "tool_error"
+    # people in the chain of command
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    APPROVAL_CLAIMED = "approval_claimed"
     # the LLM brain
     MODEL_CALL = "model_call"
     MODEL_RETRY = "model_retry"
@@ -103,6 +107,7 @@ class Started(TypedDict):
 
 class Waiting(TypedDict):
     open_subtasks: int
+    pending_approvals: NotRequired[int]  # calls waiting for a person's decision
 
 
 class Woken(TypedDict):
@@ -154,6 +159,7 @@ class ToolCall(TypedDict):
     ceilings: NotRequired[dict[str, str]]
     error: NotRequired[str]
     superseded: NotRequired[bool]  # written after its session was cut off
+    approval: NotRequired[str]  # the approval this call ran under
 
 
 class ToolDenied(TypedDict):
@@ -168,6 +174,33 @@ class ToolDenied(TypedDict):
     limited_args: NotRequired[dict[str, Any]]
     ceilings: NotRequired[dict[str, str]]
     superseded: NotRequired[bool]
+    approval: NotRequired[str]  # the approved call, denied when it came to run
+
+
+class ApprovalRequested(TypedDict):
+    id: str
+    tool: str
+    args_digest: str
+    summary: str
+    rule: str  # the chart's entry that asked for it
+    timeout_at: float | None
+    checked_seq: int
+
+
+class ApprovalDecided(TypedDict):
+    id: str
+    decision: str  # approved | denied | timed_out | withdrawn
+    by: str
+    tool: str
+    args_digest: str
+    note: NotRequired[str]
+
+
+class ApprovalClaimed(TypedDict):
+    id: str
+    tool: str
+    args_digest: str
+    worker: str
 
 
 class ToolErrorData(TypedDict):
@@ -297,6 +330,21 @@ CATALOGUE: dict[EventKind, KindSpec] = {
             EventKind.TOOL_DENIED, "a tool call was refused by the authority check", ToolDenied
         ),
         KindSpec(EventKind.TOOL_ERROR, "a tool call the model got wrong", ToolErrorData),
+        KindSpec(
+            EventKind.APPROVAL_REQUESTED,
+            "a call waits for a person's approval",
+            ApprovalRequested,
+        ),
+        KindSpec(
+            EventKind.APPROVAL_DECIDED,
+            "a person (or the timeout) decided a waiting call",
+            ApprovalDecided,
+        ),
+        KindSpec(
+            EventKind.APPROVAL_CLAIMED,
+            "an approved call is about to run (once: a crash reports it as may have run)",
+            ApprovalClaimed,
+        ),
         KindSpec(EventKind.MODEL_CALL, "the LLM brain called its model", ModelCall),
         KindSpec(EventKind.MODEL_RETRY, "a model call is retried", ModelRetry),
         KindSpec(EventKind.MODEL_ERROR, "a model call failed for good", ModelError),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -106,6 +108,57 @@ def _check_tool_patterns(patterns: list[str] | None) -> list[str] | None:
     return patterns
 
 
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+MAX_APPROVAL_TIMEOUT = 365 * 86400
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds, from a number or text like '90s', '30m', '2h', '1d'."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        m = DURATION.match(str(value))
+        if m is None:
+            raise ValueError(f"{value!r} is not a duration (a number of seconds, or 30m, 2h, 1d)")
+        seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if not 0 < seconds <= MAX_APPROVAL_TIMEOUT:
+        raise ValueError(f"{value!r} is not a duration between 1 second and 365 days")
+    return seconds
+
+
+class ApprovalRule(_Strict):
+    """Calls to these tools wait for a person's approval; undecided after `timeout`, denied."""
+
+    tools: Annotated[list[str], Field(min_length=1, max_length=1000)]
+    timeout: float | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_patterns(cls, v: list[str]) -> list[str]:
+        return _check_tool_patterns(v) or []
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float | None:
+        return None if v is None else parse_duration(v)
+
+
+@dataclass(frozen=True)
+class ApprovalNeed:
+    """Why a call waits for a person: the rule that matched, and how long it may wait."""
+
+    rule: str  # "approvals[0]" or "agent cfo"
+    timeout: float | None
+
+
+def _matches(patterns: list[str], name: str) -> bool:
+    # Globs as authority reads them (authority/scopes.py: fnmatch's syntax, case-sensitive).
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
 class AgentSpec(_Strict):
     id: str
     name: ShortText
@@ -119,6 +172,8 @@ class AgentSpec(_Strict):
     budget_tokens: Annotated[int, Field(gt=0)] | None = None
     llm: LLMConfig | None = None
     brain: BrainName | None = None  # this agent's brain, whatever the run's (e.g. crewai)
+    # Tools whose calls by this agent, or anyone under it, wait for a person's approval.
+    approvals: list[str] = Field(default_factory=list)
 
     @field_validator("id", "reports_to")
     @classmethod
@@ -130,7 +185,7 @@ class AgentSpec(_Strict):
             )
         return v
 
-    @field_validator("tools", "can_grant")
+    @field_validator("tools", "can_grant", "approvals")
     @classmethod
     def _tool_patterns(cls, v: list[str] | None) -> list[str] | None:
         return _check_tool_patterns(v)
@@ -147,6 +202,7 @@ class OrgChart(_Strict):
     on_denial: Literal["deny", "revoke"] = "deny"
     llm: LLMConfig | None = None
     brain: BrainName | None = None  # every agent's brain unless it names its own
+    approvals: Annotated[list[ApprovalRule], Field(max_length=1000)] = Field(default_factory=list)
     agents: Annotated[list[AgentSpec], Field(min_length=1, max_length=100_000)]
 
     _by_id: dict[str, AgentSpec] = PrivateAttr(default_factory=dict)
@@ -208,6 +264,24 @@ class OrgChart(_Strict):
             chain.append(boss)
             boss = self.agent(boss).reports_to
         return chain
+
+    def approval_for(self, agent_id: str, tool_name: str) -> ApprovalNeed | None:
+        """Whether a call by this agent to this tool waits for a person: a company-wide rule
+        naming the tool, or an `approvals:` entry of the agent or of any manager above it.
+        When several match, the shortest timeout applies."""
+        needs = [
+            ApprovalNeed(f"approvals[{i}]", rule.timeout)
+            for i, rule in enumerate(self.approvals)
+            if _matches(rule.tools, tool_name)
+        ]
+        if self.has_agent(agent_id):
+            for who in [agent_id, *self.chain_of_command(agent_id)]:
+                if _matches(self.agent(who).approvals, tool_name):
+                    needs.append(ApprovalNeed(f"agent {who}", None))
+        if not needs:
+            return None
+        timeouts = [n.timeout for n in needs if n.timeout is not None]
+        return ApprovalNeed(needs[0].rule, min(timeouts) if timeouts else None)
 
     def is_report(self, manager_id: str, agent_id: str) -> bool:
         """True when agent_id reports directly to manager_id."""

@@ -23,7 +23,8 @@ from firm.chain import canonical_json, digest
 from firm.clock import SYSTEM_CLOCK, Clock
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.events import EventKind
-from firm.org import AgentSpec, OrgChart
+from firm.org import AgentSpec, ApprovalNeed, OrgChart
+from firm.store.approvals import Approval, approval_outcome
 from firm.store.base import Event, NewTask, Store
 from firm.tasks import Outcome, Priority, Status, Task
 from firm.tools.arguments import canonical_arguments
@@ -61,6 +62,7 @@ class SessionCompany(Protocol):
         remaining_budget: int | None,
     ) -> dict[str, Any]: ...
     def on_denial(self, task: Task, denial: Denial) -> bool: ...
+    def approval_for(self, task: Task, tool: ToolDef) -> ApprovalNeed | None: ...
 
 
 THOUGHT_LIMIT = 4000
@@ -110,6 +112,7 @@ class Session(ToolContext):
         # entry together with the effect it records.
         self._deferred: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
         self._offered: list[ToolDef] | None = None
+        self.awaiting: list[str] = []  # approvals this session asked for
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -303,6 +306,17 @@ class Session(ToolContext):
         if denial is not None:
             self._log_denial(tool, record, denial)
             return ToolResult(False, f"error: {denial}", denial)
+        if not tool.lifecycle:
+            need = self.company.approval_for(self.task, tool)
+            if need is not None:
+                return self._ask_approval(tool, canonical, record, need)
+        content, ok = self._run_body(tool, args)
+        self._log_call(tool, record, content, ok)
+        return ToolResult(ok, content)
+
+    def _run_body(self, tool: ToolDef, args: dict[str, Any]) -> tuple[str, bool]:
+        """The body, after its check; what the model is given back is what the log's digest
+        covers."""
         try:
             kwargs = dict(args)
             if tool.context_param:
@@ -320,10 +334,119 @@ class Session(ToolContext):
             content, ok = f"error: {exc}", False
         except Exception as exc:  # a user tool's bug must not take the session down
             content, ok = f"error: {tool.name} raised {type(exc).__name__}: {exc}", False
-        # What the model is given back is what the log's digest covers.
-        content = recordable.text(content)
-        self._log_call(tool, record, content, ok)
-        return ToolResult(ok, content)
+        return recordable.text(content), ok
+
+    # --- calls that wait for a person ----------------------------------------------------
+
+    def _ask_approval(
+        self, tool: ToolDef, canonical: dict[str, Any], record: _Record, need: ApprovalNeed
+    ) -> ToolResult:
+        """A granted call the chart puts before a person: recorded with its exact arguments,
+        its body not run; the session's turn ends and the task waits holding no worker."""
+        try:
+            approval = self.store.request_approval(
+                self.task_id,
+                self.worker_id,
+                tool=tool.name,
+                args_json=canonical_json(canonical),
+                args_digest=record.data["args_digest"],
+                summary=record.data["summary"],
+                rule=need.rule,
+                timeout=need.timeout,
+                checked_seq=record.data["checked_seq"],
+                events=self.take_deferred(),
+            )
+        except TaskNotHeld as exc:
+            self._cancel.set()
+            self.cancel_reason = str(exc)
+            raise SessionCancelled(str(exc)) from None
+        if approval.status != "pending":
+            # The same call, asked again in the same turn (a re-run after an interruption):
+            # it was decided already, and an approved one has run once, before this session.
+            return ToolResult(approval.ok is True, approval_outcome(approval))
+        if approval.id not in self.awaiting:
+            self.awaiting.append(approval.id)
+        self.outcome = Outcome.yielded()
+        return ToolResult(
+            True,
+            f"{tool.model_name} needs a person's approval (approval {approval.id}); it has not "
+            "run. Your turn ends now: you will be woken with the decision — the call's result "
+            "if it is approved (run with exactly these arguments), or the reason if it is "
+            "denied.",
+        )
+
+    def _finish_refused(self, approval: Approval, name: str, message: str) -> None:
+        entry = (EventKind.TOOL_ERROR, self.task_id, self.agent_id, _refusal(name, message))
+        self.store.finish_approved(approval.id, self.worker_id, f"error: {message}", False, [entry])
+
+    def run_approved(self) -> None:
+        """Before the brain starts: run this task's approved calls, each exactly once, with
+        exactly the arguments that were approved. Each is claimed in the store before its
+        body runs; a claim an earlier session left without a result is reported as "may have
+        run" (by the brief), never run again."""
+        claimed, _lost = self.store.claim_approved(self.task_id, self.worker_id)
+        for approval in claimed:
+            self._run_approved(approval)
+
+    def _run_approved(self, approval: Approval) -> None:
+        tool = self.company.registry.find(approval.tool)
+        if tool is None:
+            message = f"{approval.tool} is no longer among the company's tools; it did not run"
+            entry = (
+                EventKind.TOOL_ERROR,
+                self.task_id,
+                self.agent_id,
+                _refusal(approval.tool, message),
+            )
+            self.store.finish_approved(
+                approval.id, self.worker_id, f"error: {message}", False, [entry]
+            )
+            return
+        standing, _ = self.standing()
+        try:
+            args, given = tool.parse(dict(approval.args))
+            record = _Record.prepare(tool, args, given, standing)
+        except ToolError as exc:
+            message = f"the approved arguments no longer fit {tool.name}: {exc}"
+            entry = (
+                EventKind.TOOL_ERROR,
+                self.task_id,
+                self.agent_id,
+                _refusal(tool.name, message),
+            )
+            self.store.finish_approved(
+                approval.id, self.worker_id, f"error: {message}", False, [entry]
+            )
+            return
+        # The authority check runs again: a grant that expired or was revoked while the call
+        # waited stops it here, approval or not.
+        denial = self.company.check(standing, tool, args, given)
+        if denial is not None or record.data["args_digest"] != approval.args_digest:
+            reason = str(denial) if denial is not None else "the arguments changed"
+            data = {
+                **record.data,
+                "allowed": False,
+                "code": denial.code if denial is not None else "approval_mismatch",
+                "reason": recordable.text(reason),
+                "approval": approval.id,
+            }
+            entry = (EventKind.TOOL_DENIED, self.task_id, self.agent_id, data)
+            self.store.finish_approved(
+                approval.id, self.worker_id, f"error: {reason}", False, [entry]
+            )
+            return
+        content, ok = self._run_body(tool, args)
+        data = {
+            **record.data,
+            "allowed": True,
+            "ok": ok,
+            "result_digest": digest(content),
+            "approval": approval.id,
+        }
+        if not ok:
+            data["error"] = content[:500]
+        entry = (EventKind.TOOL_CALL, self.task_id, self.agent_id, data)
+        self.store.finish_approved(approval.id, self.worker_id, content, ok, [entry])
 
     def _stop_if_cancelled(self, fresh: Task) -> None:
         if fresh.status == Status.IN_PROGRESS and fresh.worker_id != self.worker_id:

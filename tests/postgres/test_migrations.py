@@ -71,7 +71,7 @@ def test_upgrades_started_at_once_take_turns(pg_server):
     for s in stores:
         s.close()
     assert sorted(results, key=str) == sorted(
-        [(None, "0001"), ("0001", "0001"), ("0001", "0001")], key=str
+        [(None, schema.HEAD_REVISION)] + [(schema.HEAD_REVISION,) * 2] * 2, key=str
     )
     store = open_store(url)
     assert store.last_seq() == 0

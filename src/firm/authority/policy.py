@@ -14,7 +14,7 @@ from typing import Any
 
 from firm.authority import grants as g
 from firm.authority.check import Denial, Standing, check_call
-from firm.org import OrgChart
+from firm.org import ApprovalNeed, OrgChart
 from firm.tasks import Task
 from firm.tools.registry import ToolDef
 
@@ -80,6 +80,10 @@ class AuthorityPolicy:
             self.grant_of(parent), self.org, assignee, request, now, remaining_budget
         )
         return derived.to_dict()
+
+    def approval_for(self, task: Task, tool: ToolDef) -> ApprovalNeed | None:
+        """Whether a granted call waits for a person first: the chart's `approvals:`."""
+        return self.org.approval_for(task.assignee, tool.name)
 
     def on_denial(self, task: Task, denial: Denial) -> bool:
         """Whether a denial revokes the node (and its subtree): the org's `on_denial` policy."""

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 import firm
-from firm.cli import audit, authority, inspect, mcp, scale, serve, team, work
+from firm.cli import approvals, audit, authority, inspect, mcp, scale, serve, team, work
 from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
 from firm.errors import FirmError, OrgChartError
 
@@ -46,6 +46,7 @@ audit.register(app)
 serve.register(app)
 team.register(app)
 mcp.register(app)
+approvals.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

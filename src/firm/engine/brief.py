@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from firm.org import OrgChart
+from firm.store.approvals import PENDING, Approval, approval_outcome
 from firm.tasks import Status, Task
 
 RESULT_LIMIT = 2000  # characters of a report's result shown to its manager; files hold the rest
@@ -27,8 +30,27 @@ def describe_subtask(t: Task) -> str:
     return head
 
 
-def build_brief(task: Task, org: OrgChart, subtasks: list[Task]) -> str:
-    """The brief for a session of `task`; `subtasks` are all the tasks it ever delegated."""
+def describe_approvals(task: Task, approvals: Sequence[Approval]) -> list[str]:
+    """The calls of the last turn that waited for a person, and how each came out."""
+    recent = [a for a in approvals if a.turn >= task.turn - 1 and a.status != PENDING]
+    if not recent:
+        return []
+    lines = ["Calls you made that waited for a person's approval:"]
+    for a in recent:
+        outcome = bounded(approval_outcome(a)).replace("\n", "\n  ")
+        lines.append(f"- [{a.id}] {a.tool}({a.summary}) → {a.status}\n  {outcome}")
+    lines.append(
+        "An approved call has already run, once, with the arguments that were approved; do "
+        "not call it again. For a denied one, act on the reason."
+    )
+    return ["\n".join(lines)]
+
+
+def build_brief(
+    task: Task, org: OrgChart, subtasks: list[Task], approvals: Sequence[Approval] = ()
+) -> str:
+    """The brief for a session of `task`; `subtasks` are all the tasks it ever delegated,
+    `approvals` the calls it made that waited for a person."""
     who = org.agent(task.created_by).name if org.has_agent(task.created_by) else task.created_by
     parts = [f"Task {task.id}: {task.title}"]
     if task.description and task.description.strip() != task.title.strip():
@@ -62,4 +84,5 @@ def build_brief(task: Task, org: OrgChart, subtasks: list[Task]) -> str:
         )
         parts.extend(describe_subtask(t) for t in subtasks)
         parts.append("Delegate only what is missing, then end your turn.")
+    parts.extend(describe_approvals(task, approvals))
     return "\n\n".join(parts)

@@ -147,6 +147,7 @@ class Engine:
             worker_started(self.worker_id)
             self._unlisten = self.store.listen(self._on_signal)
             self.store.recover(worker_alive)
+            self.store.expire_approvals()
             self.checkpoints.catch_up()
             self._thread = threading.Thread(target=self._loop, name="firm-scheduler", daemon=True)
             self._thread.start()
@@ -315,7 +316,7 @@ class Engine:
                     ev.set()
 
     def _loop(self) -> None:
-        last_renew = last_recover = time.monotonic()
+        last_renew = last_recover = last_expire = time.monotonic()
         backoff = 0.0
         while not self._stop.is_set():
             self._nudge.clear()
@@ -329,6 +330,10 @@ class Engine:
                 if time.monotonic() - last_recover > self.recover_every:
                     self.store.recover(worker_alive)
                     last_recover = time.monotonic()
+                if time.monotonic() - last_expire > self.heartbeat:
+                    # Waiting calls past their timeout are denied (one query finds them all).
+                    self.store.expire_approvals()
+                    last_expire = time.monotonic()
                 if self._recheck.is_set():
                     self._recheck.clear()
                     self._stop_lost()
@@ -422,12 +427,17 @@ class Engine:
                 company=company,
                 task=task,
                 subtasks=subtasks,
-                brief=build_brief(task, company.org, subtasks),
+                brief="",
                 cancel_event=cancel,
                 worker_id=self.worker_id,
                 revoke=self.revoke,
                 clock=self.clock,
             )
+            # Approved calls run first, once, with the arguments a person approved; the
+            # brief then tells the agent how each call it asked for came out.
+            session.run_approved()
+            asked = self.store.approvals(task_id=task.id)
+            session.brief = build_brief(task, company.org, subtasks, asked)
             text = company.brain_for(task.assignee).run(session)
             stopping = cancel.is_set() and self._stop.is_set()
             outcome = None if stopping else session.final_outcome(text)

@@ -10,9 +10,12 @@ token only to a page of the same origin.
 from __future__ import annotations
 
 import ipaddress
+import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from firm.errors import FirmError
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
@@ -40,19 +43,69 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+OFFICE_TOKEN_HOLDER = "office token"  # who decided, when the office's own token was sent
+PERSON_NAME_MAX = 64
+
+
+def parse_people(text: str | None) -> dict[str, str]:
+    """FIRM_TOKENS: `alice:TOKEN,bob:TOKEN` → {token: name}. Names are recorded as who
+    decided an approval; a malformed entry is an error saying which."""
+    people: dict[str, str] = {}
+    for i, item in enumerate((text or "").split(","), start=1):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, token = item.partition(":")
+        name, token = name.strip(), token.strip()
+        if not sep or not name or not token or len(name) > PERSON_NAME_MAX:
+            raise FirmError(
+                f"FIRM_TOKENS entry {i} is not NAME:TOKEN (a name of at most "
+                f"{PERSON_NAME_MAX} characters, a colon, a token)"
+            )
+        if token in people:
+            raise FirmError(f"FIRM_TOKENS entry {i} reuses the token of {people[token]}")
+        people[token] = name
+    return people
+
+
+def _same(a: str, b: str) -> bool:
+    return secrets.compare_digest(
+        a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass")
+    )
+
+
 @dataclass(frozen=True)
 class AccessPolicy:
     token: str
     reads_need_token: bool  # bound to an address other than loopback
+    # More tokens, each naming a person (FIRM_TOKENS): they may do what the office token may,
+    # and their name is what the log records as who decided.
+    people: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def for_host(cls, bind_host: str, token: str | None = None) -> AccessPolicy:
-        return cls(token=token or new_token(), reads_need_token=not is_loopback(bind_host))
+    def for_host(
+        cls, bind_host: str, token: str | None = None, people: dict[str, str] | None = None
+    ) -> AccessPolicy:
+        if people is None:
+            people = parse_people(os.environ.get("FIRM_TOKENS"))
+        return cls(
+            token=token or new_token(), reads_need_token=not is_loopback(bind_host), people=people
+        )
+
+    def who(self, presented: str | None) -> str | None:
+        """The name a token stands for (None: not a token of this office)."""
+        if presented is None:
+            return None
+        named = None
+        for token, name in self.people.items():
+            if _same(presented, token):
+                named = name
+        if named is not None:
+            return named
+        return OFFICE_TOKEN_HOLDER if _same(presented, self.token) else None
 
     def token_ok(self, presented: str | None) -> bool:
-        return presented is not None and secrets.compare_digest(
-            presented.encode("utf-8", "surrogatepass"), self.token.encode("utf-8", "surrogatepass")
-        )
+        return self.who(presented) is not None
 
     def read_refusal(self, presented: str | None, host_header: str | None) -> str | None:
         """Why a read must be refused (None: allowed)."""

@@ -116,6 +116,39 @@ class Store(Protocol):
         self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
     ) -> None: ...
 
+    # calls that wait for a person (store/approvals.py)
+    def request_approval(
+        self,
+        task_id: str,
+        worker_id: str,
+        *,
+        tool: str,
+        args_json: str,
+        args_digest: str,
+        summary: str,
+        rule: str,
+        timeout: float | None,
+        checked_seq: int,
+        events: PendingEvents = (),
+    ) -> Any: ...
+    def decide_approval(
+        self, approval_id: str, decision: str, by: str, note: str | None = None
+    ) -> Any: ...
+    def expire_approvals(self) -> list[Any]: ...
+    def claim_approved(self, task_id: str, worker_id: str) -> tuple[list[Any], list[Any]]: ...
+    def finish_approved(
+        self, approval_id: str, worker_id: str, result: str, ok: bool, events: PendingEvents = ()
+    ) -> bool: ...
+    def approvals(
+        self,
+        *,
+        status: str | None = None,
+        task_id: str | None = None,
+        root_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[Any]: ...
+    def get_approval(self, approval_id: str) -> Any: ...
+
     # events
     def append_events(
         self, items: list[tuple[str, str | None, str | None, dict[str, Any]]]

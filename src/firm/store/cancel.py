@@ -6,16 +6,16 @@ from sqlalchemy import case, false, select, true, update
 
 from firm.events import EventKind
 from firm.store import schema
+from firm.store.approvals import Approvals
 from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
-from firm.store.tree import TaskTree
 from firm.tasks import Status, Task
 
 T = schema.tasks
 
 
-class Cancellation(TaskTree):
+class Cancellation(Approvals):
     @retrying
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[Task]:
         with self._write() as tx:
@@ -35,6 +35,7 @@ class Cancellation(TaskTree):
             cancelled = [task_from_row(r) for r in rows]
             for t in cancelled:
                 tx.emit(EventKind.CANCELLED, t, reason=reason, by=by)
+            self._withdraw(tx, [t.id for t in cancelled], by)
             if cancelled:
                 self._wake_if_done(tx, parent_id)
         return cancelled
@@ -69,6 +70,7 @@ class Cancellation(TaskTree):
             for t in revoked:  # RETURNING shows new rows: those cancelled now finished now
                 if t.status == Status.CANCELLED and t.finished_at == tx.now:
                     tx.emit(EventKind.CANCELLED, t, reason=f"revoked: {reason}", by=by)
+            self._withdraw(tx, [t.id for t in revoked], by)
             if revoked:
                 self._wake_if_done(tx, parent_id)
         return revoked

@@ -116,11 +116,16 @@ class Delegation(TaskTree):
                 woke = self._wake_if_done(tx, parent_id)
             elif outcome.kind == "yielded":
                 still_open = self._open_children(tx.conn, task_id)
-                status = Status.WAITING if still_open else Status.TODO
+                # A call waiting for a person holds the task like an open subtask does.
+                asked = tx.conn.execute(Q.PENDING_APPROVALS, {"id": task_id}).scalar_one()
+                status = Status.WAITING if still_open or asked else Status.TODO
                 yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
                 after = task_from_row(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
-                tx.emit(EventKind.WAITING, task, open_subtasks=still_open)
-                if not still_open:  # invariant 2: reports all finished before the turn ended
+                waiting = {"pending_approvals": asked} if asked else {}
+                tx.emit(EventKind.WAITING, task, open_subtasks=still_open, **waiting)
+                if (
+                    not still_open and not asked
+                ):  # invariant 2: reports all finished before the turn ended
                     tx.emit(EventKind.WOKEN, task, immediately=True)
                     woke = [task_id]
             else:

@@ -137,6 +137,7 @@ class Leases(TaskTree):
             idle = select(T.c.id).where(
                 T.c.status == str(Status.WAITING),
                 ~exists().where(c.c.parent_id == T.c.id, c.c.status.in_(OPEN_VALUES)),
+                Q.nothing_pending(T.c.id),
             )
             if tx.locking:
                 idle = idle.with_for_update(of=T, skip_locked=True)
@@ -149,6 +150,7 @@ class Leases(TaskTree):
                         T.c.id.in_(idle_ids),
                         T.c.status == str(Status.WAITING),
                         ~exists().where(c.c.parent_id == T.c.id, c.c.status.in_(OPEN_VALUES)),
+                        Q.nothing_pending(T.c.id),
                     )
                     .values(status=str(Status.TODO), updated_at=tx.now)
                     .returning(T.c.id, T.c.assignee)

@@ -16,6 +16,7 @@ from firm.tasks import OPEN, Status
 T = schema.tasks
 E = schema.events
 HEAD = schema.chain_head
+A = schema.approvals
 OPEN_VALUES = [str(s) for s in OPEN]
 
 # --- tasks by id -------------------------------------------------------------------------------
@@ -26,6 +27,11 @@ PARENT_OF = select(T.c.parent_id).where(T.c.id == bindparam("id"))
 SESSION_STATE = select(T.c.status, T.c.revoked, T.c.worker_id).where(T.c.id == bindparam("id"))
 BY_DEDUPE_KEY = select(T).where(T.c.dedupe_key == bindparam("key"))
 CHILDREN = select(T).where(T.c.parent_id == bindparam("id")).order_by(T.c.created_at, T.c.id)
+PENDING_APPROVALS = (
+    select(func.count())
+    .select_from(A)
+    .where(A.c.task_id == bindparam("id"), A.c.status == "pending")
+)
 OPEN_CHILDREN = (
     select(func.count())
     .select_from(T)
@@ -85,8 +91,14 @@ SETTLE_YIELDED = (
 )
 
 
+def nothing_pending(task_id):  # type: ignore[no-untyped-def]
+    """The second half of the wake rule: no call of the task waits for a person."""
+    return ~exists().where(A.c.task_id == task_id, A.c.status == "pending")
+
+
 def _wake():  # type: ignore[no-untyped-def]
-    """The wake rule as one statement: a waiting parent with no open subtask goes to todo."""
+    """The wake rule as one statement: a waiting task with no open subtask and no call
+    waiting for a person goes to todo."""
     c = T.alias("c")
     return (
         update(T)
@@ -94,6 +106,7 @@ def _wake():  # type: ignore[no-untyped-def]
             T.c.id == bindparam("p_parent"),
             T.c.status == str(Status.WAITING),
             ~exists().where(c.c.parent_id == bindparam("p_parent"), c.c.status.in_(OPEN_VALUES)),
+            nothing_pending(bindparam("p_parent")),
         )
         .values(status=str(Status.TODO), updated_at=bindparam("p_now"))
         .returning(T.c.id, T.c.assignee)

@@ -7,6 +7,7 @@ is the current shape, and a test checks that the migrations produce exactly it.
 
 Versions:
   1. runs, tasks (with grant, lease and usage columns), events (hash-chained), chain_head, meta.
+     Revision 0002 adds the approvals table (older firms refuse the newer revision).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from sqlalchemy import (
 SCHEMA_VERSION = 1
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 
 metadata = MetaData()
 
@@ -108,4 +109,34 @@ meta = Table(
     metadata,
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
+)
+
+# A tool call that waits for a person: its exact canonical arguments, the decision, and, once
+# approved, the single run of its body (claimed before the body starts, so a crash during it is
+# reported as "may have run" rather than run twice).
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("root_id", String(32), nullable=False, index=True),
+    Column("task_id", String(32), nullable=False, index=True),
+    Column("agent", String(64), nullable=False),
+    Column("turn", Integer, nullable=False),  # the task's turn that asked
+    Column("tool", String(200), nullable=False),
+    Column("args", Text, nullable=False),  # canonical JSON, exactly as approved
+    Column("args_digest", String(64), nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("rule", String(200), nullable=False),
+    # pending → approved | denied | timed_out | withdrawn; approved → running → ran | interrupted
+    Column("status", String(16), nullable=False),
+    Column("dedupe_key", String(64), unique=True),
+    Column("requested_at", Float, nullable=False),
+    Column("timeout_at", Float),
+    Column("decided_at", Float),
+    Column("decided_by", String(200)),
+    Column("note", Text),
+    Column("claimed_by", String(128)),
+    Column("result", Text),
+    Column("ok", Boolean),
+    Index("ix_approvals_status", "status", "timeout_at"),
 )

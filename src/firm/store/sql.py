@@ -14,13 +14,15 @@ SqlStore is composed of one part per concern, each a module of its own:
 - runspecs.py    creating a run and its root task; reading a run back
 - delegation.py  delegate, settle (done, failed, yielded) and usage
 - leases.py      claims, leases, release, recovery and the store-wide cap
-- cancel.py      cancel and revoke over a subtree
+- cancel.py      cancel and revoke over a subtree (withdrawing their waiting approvals)
+- approvals.py   calls that wait for a person: request, decide, expire, claim, finish
 - eventlog.py    appending to the event log, reading it, waiting for it, its head
 - reads.py       tasks, lineage, children, subtrees, listings, counts
 """
 
 from __future__ import annotations
 
+from firm.store.approvals import Approvals
 from firm.store.cancel import Cancellation
 from firm.store.connection import sqlite_url
 from firm.store.delegation import Delegation
@@ -30,7 +32,7 @@ from firm.store.reads import Reads
 from firm.store.runspecs import Runs
 
 
-class SqlStore(Runs, Delegation, Leases, Cancellation, EventLog, Reads):
+class SqlStore(Runs, Delegation, Leases, Cancellation, Approvals, EventLog, Reads):
     """The Store protocol over SQLAlchemy Core."""
 
 
