@@ -185,10 +185,11 @@ def test_the_audit_commands(audited: Audited, tmp_path: Path) -> None:
     ok = firm_cli("audit", "verify", "bundle.json", "--pubkey", "company.pub", cwd=tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     lines = ok.stdout.splitlines()
-    assert [line.split()[:2] for line in lines[:3]] == [
+    assert [line.split()[:2] for line in lines[:4]] == [
         ["integrity", "PASS"],
         ["monotonicity", "PASS"],
         ["containment", "PASS"],
+        ["approvals", "PASS"],
     ]
     assert lines[-1].startswith("VERIFIED")
     # The key given inline works too; no key at all does not verify.
@@ -209,6 +210,7 @@ def test_the_audit_commands(audited: Audited, tmp_path: Path) -> None:
         ("integrity", "PASS"),
         ("monotonicity", "PASS"),
         ("containment", "PASS"),
+        ("approvals", "PASS"),
     ]
     nokey_json = firm_cli("audit", "verify", "bundle.json", "--json", cwd=tmp_path)
     assert nokey_json.returncode == 1

@@ -20,7 +20,12 @@ def verdicts(bundle: Any, key) -> dict[str, str]:
 def test_an_honest_bundle_verifies(audited: Audited) -> None:
     report = verify_bundle(audited.bundle, audited.key.public)
     assert report.verified, [c.line() for c in report.checks]
-    assert [c.name for c in report.checks] == ["integrity", "monotonicity", "containment"]
+    assert [c.name for c in report.checks] == [
+        "integrity",
+        "monotonicity",
+        "containment",
+        "approvals",
+    ]
     assert "2 delegation(s)" in report.check("monotonicity").detail
     assert "1 denial(s) logged" in report.check("containment").detail
     # The tree's events are all there, with the derived grants and the denial.

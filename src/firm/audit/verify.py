@@ -30,6 +30,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from firm.audit.approvals import approval_problems
 from firm.audit.export import DISCLOSED_KINDS, FORMAT
 from firm.audit.keys import public_text, signature_valid
 from firm.authority import grants as g
@@ -377,6 +378,21 @@ def _monotonicity(nodes: dict[str, Node], relevant: list[str], org: OrgChart | N
     )
 
 
+def _approvals(
+    entries: list[Entry], nodes: dict[str, Node], tree: set[str], org: OrgChart | None
+) -> Check:
+    assignees = {tid: n.assignee for tid, n in nodes.items()}
+    problems, good = approval_problems(entries, tree, assignees, org)
+    if problems:
+        return Check("approvals", FAIL, "; ".join(problems[:5]) + _more(problems))
+    return Check(
+        "approvals",
+        PASS,
+        f"{good} approval-gated call(s) ran, each once, after a person approved exactly its "
+        "arguments before any timeout",
+    )
+
+
 def _more(problems: list[str]) -> str:
     return f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
 
@@ -499,6 +515,7 @@ def verify_bundle(bundle: Any, key: Ed25519PublicKey | None) -> Report:
                 Check("integrity", FAIL, str(exc)),
                 Check("monotonicity", SKIP, "not run: nothing to check"),
                 Check("containment", SKIP, "not run: nothing to check"),
+                Check("approvals", SKIP, "not run: nothing to check"),
             ]
         )
     nodes = _nodes(entries)
@@ -508,7 +525,12 @@ def verify_bundle(bundle: Any, key: Ed25519PublicKey | None) -> Report:
     if not tree:
         missing = f"the bundle does not create task {top!r}"
         return Report(
-            [integrity, Check("monotonicity", FAIL, missing), Check("containment", FAIL, missing)]
+            [
+                integrity,
+                Check("monotonicity", FAIL, missing),
+                Check("containment", FAIL, missing),
+                Check("approvals", FAIL, missing),
+            ]
         )
     relevant = list(dict.fromkeys([*reversed(_path_up(nodes, top)), *sorted(tree)]))
     return Report(
@@ -516,6 +538,7 @@ def verify_bundle(bundle: Any, key: Ed25519PublicKey | None) -> Report:
             integrity,
             _monotonicity(nodes, relevant, org),
             _containment(entries, nodes, tree, org),
+            _approvals(entries, nodes, tree, org),
         ],
         open_at=_open_at(entries, tree),
     )
