@@ -50,7 +50,10 @@ def test_approve_runs_the_body_once_with_the_approved_arguments(
 
     decided = firm.store.decide_approval(waiting.id, "approved", "alice", "ok for March")
     assert decided.status == "approved" and decided.decided_by == "alice"
-    assert firm.task(root).status == Status.TODO  # woken in the same transaction
+    # Woken in the transaction that recorded the decision: its entry follows at once.
+    (d,) = _events(firm, EventKind.APPROVAL_DECIDED)
+    woken = [e for e in _events(firm, EventKind.WOKEN) if e.task_id == root]
+    assert [e.seq for e in woken] == [d.seq + 1] and woken[0].ts == d.ts
     with pytest.raises(AlreadyDecided, match="first decision stands"):
         firm.store.decide_approval(waiting.id, "denied", "bob", "too late")
 
