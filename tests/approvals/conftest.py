@@ -64,11 +64,10 @@ def write_company(folder: Path, timeout: str = "2h", org: str = ORG) -> Company:
     return Company(folder, org_path, ledger)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "state" / "firm.db")
-    return request.getfixturevalue("pg_url")
+@pytest.fixture
+def db(store_url: str) -> str:
+    """A new store on each backend in turn (tests/support/stores.py)."""
+    return store_url
 
 
 @pytest.fixture

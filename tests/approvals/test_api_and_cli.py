@@ -16,7 +16,7 @@ from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel
 from tests.approvals.conftest import write_company
 from tests.approvals.test_approvals import _script_transfer
-from tests.conftest import firm_cli
+from tests.support.cli import firm_cli
 
 OFFICE_TOKEN = "office-secret"
 

@@ -52,9 +52,10 @@ def test_a_forged_approval_fails_even_when_re_signed(
     for e in bundle["entries"]:
         if e["kind"] == "approval_decided":
             e["data"]["by"] = ""
-    assert "does not say who" in verify_bundle(rehash(bundle, key), key.public).check(
-        "approvals"
-    ).detail
+    assert (
+        "does not say who"
+        in verify_bundle(rehash(bundle, key), key.public).check("approvals").detail
+    )
 
 
 def test_a_body_that_ran_without_an_approval_fails(
