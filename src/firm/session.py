@@ -472,6 +472,11 @@ class Session(ToolContext):
             f"this task has already ended ({self.outcome.kind}); calls after "
             "complete_task or fail_task are not run"
         )
+        if self.awaiting:
+            message = (
+                f"your turn has ended: approval {self.awaiting[-1]} waits for a person; "
+                "calls after it are not run (make them again when you are woken)"
+            )
         self._deferred.append(
             (EventKind.TOOL_ERROR, self.task.id, self.agent_id, _refusal(name, message))
         )

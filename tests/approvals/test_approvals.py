@@ -128,3 +128,32 @@ def test_an_ungated_tool_runs_at_once(
     root = submit()
     assert firm.run_until(root, timeout=30).status == Status.DONE
     assert firm.store.approvals() == []
+
+
+def test_a_call_the_grant_denies_is_denied_never_sent_for_approval(
+    tmp_path, firm: Firm, model: ScriptedModel, server
+) -> None:
+    from tests.approvals.conftest import ORG, write_company
+
+    narrow = ORG.replace('tools: ["payments.*", "files.*"]', 'tools: ["payments.balance"]')
+    company = write_company(tmp_path / "narrow", org=narrow)
+    results: list[list[str]] = []
+
+    def after(req: ModelRequest):  # type: ignore[no-untyped-def]
+        results.append(req.tool_results)
+        return calls(complete("could not pay"))
+
+    model.when(agent="cfo", step=0).reply(calls(call("payments_transfer", to="x", amount=1)))
+    model.when(agent="cfo").reply(after)
+    root = firm.submit(
+        company.org_path,
+        "Pay",
+        brain="llm",
+        brain_options=server.brain_options(timeout=5.0),
+        workspace=company.folder / "ws",
+    )
+    assert firm.run_until(root.id, timeout=30).status == Status.DONE
+    assert firm.store.approvals() == []
+    assert _events(firm, EventKind.APPROVAL_REQUESTED) == []
+    assert [e.data["tool"] for e in _events(firm, EventKind.TOOL_DENIED)] == ["payments.transfer"]
+    assert company.transfers() == []
