@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from firm.api import Firm
-from firm.audit.chain import digest
 from firm.audit.verify import verify_bundle
+from firm.chain import digest
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel
 from tests.approvals.conftest import Company, Submit

@@ -14,7 +14,7 @@ from firm.errors import AlreadyDecided, ApprovalNotFound
 from firm.server.models import error_responses
 from firm.server.office import Office
 from firm.server.routes import Credentials, read_guard, unauthorised
-from firm.store.approvals import APPROVED, DENIED, NOTE_MAX, PENDING
+from firm.store.approvals import APPROVED, DENIED, NOTE_MAX
 
 ApprovalId = Annotated[
     str, Path(min_length=1, max_length=64, description="An approval id, e.g. A-1a2b3c4d")
@@ -87,7 +87,7 @@ def build_router(office: Office) -> APIRouter:
                 "all",
             ],
             Query(),
-        ] = PENDING,
+        ] = "pending",
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     ) -> list[ApprovalOut]:
         items = store.approvals(status=None if status == "all" else status, limit=limit)

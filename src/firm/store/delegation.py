@@ -121,8 +121,12 @@ class Delegation(TaskTree):
                 status = Status.WAITING if still_open or asked else Status.TODO
                 yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
                 after = task_from_row(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
-                waiting = {"pending_approvals": asked} if asked else {}
-                tx.emit(EventKind.WAITING, task, open_subtasks=still_open, **waiting)
+                if asked:
+                    tx.emit(
+                        EventKind.WAITING, task, open_subtasks=still_open, pending_approvals=asked
+                    )
+                else:
+                    tx.emit(EventKind.WAITING, task, open_subtasks=still_open)
                 if (
                     not still_open and not asked
                 ):  # invariant 2: reports all finished before the turn ended
