@@ -23,6 +23,9 @@ OPERATIONS = [
     ("GET", "/api/files/{path}"),
     ("GET", "/api/runs"),
     ("GET", "/api/runs/{run_id}/events"),
+    ("GET", "/api/approvals"),
+    ("POST", "/api/approvals/{approval_id}/approve"),
+    ("POST", "/api/approvals/{approval_id}/deny"),
 ]
 
 

@@ -55,6 +55,10 @@ def build_router(office: Office) -> APIRouter:
     store = office.store
     may_read = read_guard(policy)
     router = APIRouter(prefix="/api")
+    # On loopback a read may come without the token: say so in the schema ({} = no auth).
+    read_security: dict[str, Any] = (
+        {} if policy.reads_need_token else {"security": [{}, {"HTTPBearer": []}]}
+    )
 
     def decider(credentials: Credentials) -> str:
         """Who is deciding: the name the presented token stands for."""
@@ -72,6 +76,7 @@ def build_router(office: Office) -> APIRouter:
         responses=error_responses(401, 403),
         summary="Tool calls waiting for a person (or all, with status=all)",
         dependencies=[Depends(may_read)],
+        openapi_extra=read_security,
     )
     def list_approvals(
         status: Annotated[
