@@ -141,8 +141,11 @@ def test_randomized_many_thread_stress_never_leaves_a_parent_hanging(store, open
                     stop.wait(0.01)
                     continue
                 task = tasks[0]
+                # The store says how deep a task is (its lineage runs up to the root): another
+                # worker may claim a subtask before its delegator has noted it below.
+                depth = len(store.lineage(task.id)[1]) - 1
                 with lock:
-                    depth = depth_of[task.id]
+                    depth_of[task.id] = depth
                 n = children_of(task.title, depth)
                 if task.turn == 0 and n:
                     for replay in range(2):  # a replayed delegation must not add a subtask
