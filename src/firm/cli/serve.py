@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +18,9 @@ from firm.cli.options import (
     brain_command,
     submission_options,
 )
+
+if TYPE_CHECKING:
+    from firm.server import AccessPolicy, Office, OfficeServer
 
 
 def serve(
@@ -62,6 +66,17 @@ def serve(
     except BaseException:
         office.firm.close()
         raise
+    serve_until_closed(office, server, policy, host)
+
+
+def serve_until_closed(
+    office: Office,
+    server: OfficeServer,
+    policy: AccessPolicy,
+    host: str,
+    notes: tuple[str, ...] = (),
+) -> None:
+    """Print where the office is, then serve until Ctrl-C or SIGTERM."""
     url = server.url
 
     def say(text: str) -> None:  # one line each, unwrapped, so addresses stay whole
@@ -80,6 +95,8 @@ def serve(
             highlight=False,
             soft_wrap=True,
         )
+    for note in notes:
+        say(note)
     console.print("Ctrl-C closes the office; unfinished work resumes next time.", style="dim")
     console.file.flush()
     previous = signal.getsignal(signal.SIGTERM)
@@ -98,6 +115,39 @@ def serve(
         signal.signal(signal.SIGTERM, previous)
         server.socket.close()
     console.print("The office is closed.")
+
+
+def demo_office(db: str | None, workspace: Path | None, sim_latency: float, port: int) -> None:
+    """`firm demo --office`: the office on the demo company, its goal already running."""
+    from firm.cli.work import DEMO_GOAL, demo_org_text
+    from firm.server import AccessPolicy, Office, OfficeServer
+
+    chart = Path(".firm") / "demo-company.yaml"
+    chart.parent.mkdir(parents=True, exist_ok=True)
+    chart.write_text(demo_org_text(), encoding="utf-8")
+    policy = AccessPolicy.for_host("127.0.0.1", os.environ.get("FIRM_TOKEN") or None)
+    office = Office(
+        chart,
+        db=db,
+        brain="simulation",
+        brain_options=submission_options("simulation", {"sim_latency": sim_latency}),
+        workspace=workspace,
+        policy=policy,
+    )
+    try:
+        server = OfficeServer(office, "127.0.0.1", port)
+        root = office.submit(DEMO_GOAL, to=None, priority="normal", language=None)
+    except BaseException:
+        office.firm.close()
+        raise
+    notes = (
+        f"The demo company is working on \u201c{DEMO_GOAL}\u201d ({root.id}), "
+        f"about {sim_latency:g}s a turn.",
+        "Open the link with the token: the Office tab shows the floor in 3D (Plan for the "
+        "floor plan); an arc flies for each task handed down and each result handed back; "
+        "click a desk to open its task. Give the company another goal in the box at the top.",
+    )
+    serve_until_closed(office, server, policy, "127.0.0.1", notes)
 
 
 def register(app: typer.Typer) -> None:

@@ -126,11 +126,33 @@ def demo(
     workspace: Annotated[
         Path | None, typer.Option(help="Where agents write files [default: ./workspace].")
     ] = None,
-    sim_latency: Annotated[float, typer.Option(help="Seconds per turn, to watch it.")] = 0.3,
+    sim_latency: Annotated[
+        float | None,
+        typer.Option(help="Seconds per turn, to watch it [default: 0.3; 2.5 with --office]."),
+    ] = None,
     json_mode: JsonOption = False,
+    office: Annotated[
+        bool,
+        typer.Option(
+            "--office",
+            help="Open the office (the web page) on the demo company, its goal already "
+            "running at a pace a person can follow.",
+        ),
+    ] = False,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="With --office: the port; 0 picks a free one.")
+    ] = 8000,
 ) -> None:
     """Run the built-in company on a built-in goal with the simulation brain (no API key)."""
     from firm.org import parse_org
+
+    if office:
+        from firm.cli.serve import demo_office
+
+        demo_office(db, workspace, 2.5 if sim_latency is None else sim_latency, port)
+        return
+    if sim_latency is None:
+        sim_latency = 0.3
 
     text = demo_org_text()
     org = parse_org(text, "firm:examples/demo.yaml")
