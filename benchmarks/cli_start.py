@@ -4,7 +4,9 @@ A manager and 3 reports, the llm brain against firm.testing's scripted model ans
 call after 0.2 s (three model calls deep: delegate, the reports in parallel, merge). Measured
 from the moment the process is started (CLI, and a `python -c` using the API) and, for the
 API, also from `Firm(...)` inside an already-running interpreter: the time to the first model
-request, the total, and the time from the last model reply to the process's exit.
+request, the total, and the time from the last model reply to the process's exit. For the
+new processes also their CPU time (user + system), which a loaded machine disturbs far less
+than it does wall time.
 
     python benchmarks/cli_start.py [--repeat 3]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,18 +64,25 @@ def figures(server: ModelServer, started: float, ended: float) -> tuple[float, f
     return first, ended - started, ended - last
 
 
-def run_process(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_process(argv: list[str], env: dict[str, str]) -> tuple[float, ...]:
     with slow_model() as server:
         full_env = {**os.environ, **server.env()}
+        cpu0 = _children_cpu()
         started = time.time()
         proc = subprocess.run(argv, env=full_env, capture_output=True, text=True)
         ended = time.time()
+        cpu = _children_cpu() - cpu0
         if proc.returncode != 0:
             raise SystemExit(f"{argv[:3]} failed:\n{proc.stdout}\n{proc.stderr}")
-        return figures(server, started, ended)
+        return (*figures(server, started, ended), cpu)
 
 
-def run_in_process(tmp: Path) -> tuple[float, float, float]:
+def run_in_process(tmp: Path) -> tuple[float, ...]:
     from firm.api import Firm
 
     with slow_model() as server:
@@ -88,7 +98,7 @@ def run_in_process(tmp: Path) -> tuple[float, float, float]:
             )
         ended = time.time()
         assert root.status.value == "done", root.error
-        return figures(server, started, ended)
+        return (*figures(server, started, ended), float("nan"))
 
 
 def main() -> None:
@@ -96,7 +106,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     firm_cmd = [sys.executable, "-m", "firm"]
-    rows: dict[str, list[tuple[float, float, float]]] = {"cli": [], "api-proc": [], "api": []}
+    rows: dict[str, list[tuple[float, ...]]] = {"cli": [], "api-proc": [], "api": []}
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory() as name:
             tmp = Path(name)
@@ -114,10 +124,10 @@ def main() -> None:
     }
     print(f"manager + 3 reports, {DELAY} s per model call, median of {args.repeat}:")
     for key, label in labels.items():
-        first, total, tail = (statistics.median(col) for col in zip(*rows[key], strict=True))
+        first, total, tail, cpu = (statistics.median(c) for c in zip(*rows[key], strict=True))
         print(
             f"  {label:26} first model call {first:5.2f} s · total {total:5.2f} s · "
-            f"last reply to exit {tail:5.2f} s"
+            f"last reply to exit {tail:5.2f} s" + ("" if cpu != cpu else f" · CPU {cpu:4.2f} s")
         )
 
 

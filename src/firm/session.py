@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,7 +27,7 @@ from firm.events import EventKind
 from firm.org import AgentSpec, ApprovalNeed, OrgChart
 from firm.store.approvals import Approval, approval_outcome
 from firm.store.base import Event, NewTask, Store
-from firm.tasks import Outcome, Priority, Status, Task
+from firm.tasks import Outcome, Priority, Status, Task, delegation_key, subtask_id
 from firm.tools.arguments import canonical_arguments
 from firm.tools.builtin import COMPLETE
 from firm.tools.registry import ToolContext, ToolDef, ToolRegistry
@@ -64,6 +65,8 @@ class SessionCompany(Protocol):
     def on_denial(self, task: Task, denial: Denial) -> bool: ...
     def approval_for(self, task: Task, tool: ToolDef) -> ApprovalNeed | None: ...
 
+
+PendingEntries = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
 THOUGHT_LIMIT = 4000
 MAX_TOOL_NAME = 200
@@ -113,6 +116,9 @@ class Session(ToolContext):
         self._deferred: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
         self._offered: list[ToolDef] | None = None
         self.awaiting: list[str] = []  # approvals this session asked for
+        # Delegations waiting to be written together (batch_delegations), each with the
+        # entries deferred before it.
+        self._batch: list[tuple[PendingEntries, NewTask]] | None = None
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -572,18 +578,61 @@ class Session(ToolContext):
             language=(language or self.task.language).strip() or self.task.language,
             grant=grant,
         )
+        if self._batch is not None:
+            # Written with the reply's other delegations when the batch closes; the id follows
+            # from the delegation key, so it is the one the write will create (or find).
+            key = delegation_key(self.task.id, self.task.turn, new.assignee, new.title)
+            self._batch.append((self._deferred, new))
+            self._deferred = []
+            task_id = subtask_id(key)
+        else:
+            task_id = self._delegate_now([(self._deferred, new)])[0]
+            self._deferred = []
+        if task_id not in self.delegated:
+            self.delegated.append(task_id)
+        return task_id
+
+    def _delegate_now(self, items: list[tuple[PendingEntries, NewTask]]) -> list[str]:
         try:
-            result = self.store.delegate(
-                self.task.id, self.task.turn, new, events=self._deferred, worker_id=self.worker_id
+            results = self.store.delegate_many(
+                self.task.id, self.task.turn, items, worker_id=self.worker_id
             )
         except TaskNotHeld as exc:
             self._cancel.set()
             self.cancel_reason = str(exc)
             raise SessionCancelled(str(exc)) from None
-        self._deferred = []
-        if result.task.id not in self.delegated:
-            self.delegated.append(result.task.id)
-        return result.task.id
+        return [r.task.id for r in results]
+
+    @contextmanager
+    def batch_delegations(self) -> Iterator[None]:
+        """Delegations made inside are written together, in one transaction, when the block
+        ends (or before any other write of this session): the delegate_task calls of one
+        model reply start their subtasks at once. A block left by an exception writes no
+        subtasks; the tool calls' own entries stay deferred, to ride the settle."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch = []
+        try:
+            yield
+        except BaseException:
+            batch, self._batch = self._batch, None
+            self._deferred = [e for events, _ in batch for e in events] + self._deferred
+            raise
+        self._flush_delegations()
+        self._batch = None
+
+    def _flush_delegations(self) -> None:
+        batch = self._batch
+        if not batch:
+            return
+        self._batch = []
+        try:
+            self._delegate_now(batch)
+        except SessionCancelled:
+            # Nothing was written: the entries that rode with the batch wait for the settle.
+            self._deferred = [e for events, _ in batch for e in events] + self._deferred
+            raise
 
     def complete(self, result: str, files: list[str] | None) -> str:
         if self.outcome is not None:
@@ -611,17 +660,20 @@ class Session(ToolContext):
 
     def take_deferred(self) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
         """Hand over the entries waiting for a write (the engine settles with them)."""
+        self._flush_delegations()
         deferred, self._deferred = self._deferred, []
         return deferred
 
     def flush_deferred(self) -> None:
-        if self._deferred:
+        if self._deferred or self._batch:
             self._write_events([])
 
     def _write_events(
         self, entries: list[tuple[str, str | None, str | None, dict[str, Any]]]
     ) -> None:
-        self.store.append_events(self.take_deferred() + entries)
+        pending = self.take_deferred() + entries
+        if pending:
+            self.store.append_events(pending)
 
     def wrote_file(self, path: str) -> None:
         if path not in self.files_written:

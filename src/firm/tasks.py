@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -158,3 +159,16 @@ class Outcome:
 
 # The engine's task under a name of its own: `firm.Task` is a team's task (firm.teams).
 TaskRecord = Task
+
+
+def delegation_key(parent_id: str, turn: int, assignee: str, title: str) -> str:
+    """What makes a delegation idempotent: its parent, turn, assignee and normalised title."""
+    key_src = f"{parent_id}\x00{turn}\x00{assignee}\x00{normalise_title(title)}"
+    return hashlib.sha256(key_src.encode()).hexdigest()[:40]
+
+
+def subtask_id(key: str) -> str:
+    """A delegated task's id follows from its delegation key, so a session can tell the model
+    the id before the write (the delegations of one reply are written together) and a replay
+    of the same turn names the same task. 64 bits: the parent's random id is part of the key."""
+    return "T-" + key[:16]

@@ -207,3 +207,53 @@ def test_a_session_that_lost_its_task_cannot_delegate(store: SqlStore) -> None:
     with pytest.raises(TaskNotHeld, match="is cancelled"):
         store.delegate(root.id, 0, NewTask("Part C", "", "cmo", "ceo"), worker_id="second")
     assert [t.title for t in store.children(root.id)] == ["Part A"]
+
+
+def test_the_delegations_of_one_reply_are_written_in_one_transaction(store: SqlStore) -> None:
+    from firm.errors import TaskNotHeld
+
+    root = store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    store.claim("w", 1, 60)
+    before = store.events_after(0, limit=1000)[-1].seq
+    note = ("thought", root.id, "ceo", {"text": "splitting the work"})
+    items = [
+        ([note] if i == 0 else [], NewTask(f"Part {i}", "", a, "ceo"))
+        for i, a in enumerate(["cto", "cmo", "cfo"])
+    ]
+    made = store.delegate_many(root.id, 0, items, worker_id="w")
+    assert [r.created for r in made] == [True, True, True]
+    # One transaction: one commit time for all three, and their entries (the one that rode
+    # with them first) take consecutive sequence numbers.
+    assert len({r.task.created_at for r in made}) == 1
+    written = store.events_after(before, limit=1000)
+    assert [(e.kind, e.task_id) for e in written] == [("thought", root.id)] + [
+        ("delegated", r.task.id) for r in made
+    ]
+    assert [e.seq for e in written] == list(range(before + 1, before + 5))
+    # Replaying the turn names the same subtasks and creates nothing; a new title in the same
+    # batch is created alongside.
+    again = store.delegate_many(
+        root.id,
+        0,
+        [([], NewTask(" part  0", "", "cto", "ceo")), ([], NewTask("Part 3", "", "cto", "ceo"))],
+        worker_id="w",
+    )
+    assert (again[0].created, again[0].task.id) == (False, made[0].task.id)
+    assert again[1].created
+    # A session that lost its task writes nothing of its batch, not even the entries riding it.
+    store.release("w", [root.id], "lease lost")
+    store.claim("other", 1, 60)
+    head = store.events_after(0, limit=1000)[-1].seq
+    lost = [
+        ([note], NewTask("Part 9", "", "cfo", "ceo")),
+        ([], NewTask("Part 8", "", "cmo", "ceo")),
+    ]
+    with pytest.raises(TaskNotHeld, match="handed to another worker"):
+        store.delegate_many(root.id, 0, lost, worker_id="w")
+    assert store.events_after(head, limit=1000) == []
+    assert sorted(t.title for t in store.children(root.id)) == [
+        "Part 0",
+        "Part 1",
+        "Part 2",
+        "Part 3",
+    ]

@@ -167,15 +167,19 @@ class SessionLoop:
                 continue
             messages.append(_assistant_message(reply))
             all_ok, only_delegation = True, True
-            for call in reply.tool_calls:
-                tool = s.find_tool(call.name)
-                if self.only_tools is not None and (tool is None or tool.name not in offered):
-                    result = self._not_offered(call.name, tools)
-                else:
-                    result = s.call(call.name, drop_null_optionals(tool, call.arguments))
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": str(result)})
-                all_ok &= result.ok
-                only_delegation &= tool is not None and tool.name == "delegate_task"
+            # The reply's delegations are written in one transaction: its reports start together.
+            with s.batch_delegations():
+                for call in reply.tool_calls:
+                    tool = s.find_tool(call.name)
+                    if self.only_tools is not None and (tool is None or tool.name not in offered):
+                        result = self._not_offered(call.name, tools)
+                    else:
+                        result = s.call(call.name, drop_null_optionals(tool, call.arguments))
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call.id, "content": str(result)}
+                    )
+                    all_ok &= result.ok
+                    only_delegation &= tool is not None and tool.name == "delegate_task"
             if s.ended:
                 return None
             if all_ok and only_delegation and s.delegated:

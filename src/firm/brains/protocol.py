@@ -17,6 +17,7 @@ through a checked `call`, and everything it writes to the activity log through `
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -99,6 +100,11 @@ class Session(Protocol):
         ...
 
     # --- what the brain does -------------------------------------------------------------
+    def batch_delegations(self) -> AbstractContextManager[None]:
+        """Within the block, delegate_task calls are written together in one transaction when
+        it ends (the calls of one model reply, say), so the subtasks start at once."""
+        ...
+
     def call(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> ToolResult:
         """Run a tool through the one checked path (arguments made canonical, authority
         checked, the call logged). Mistakes come back as ToolResult(ok=False, ...)."""

@@ -99,6 +99,13 @@ class Store(Protocol):
         events: PendingEvents = (),
         worker_id: str | None = None,
     ) -> DelegateResult: ...
+    def delegate_many(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str | None = None,
+    ) -> list[DelegateResult]: ...
     def claim(
         self, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None
     ) -> list[Task]: ...

@@ -4,8 +4,8 @@ yielded), waking its parent when it was the last open subtask; and its usage is 
 
 from __future__ import annotations
 
-import hashlib
 import json
+from collections.abc import Sequence
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -18,13 +18,12 @@ from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
-from firm.tasks import Outcome, Status, new_task_id, normalise_title
+from firm.tasks import Outcome, Status, Task, delegation_key, subtask_id
 
 T = schema.tasks
 
 
 class Delegation(TaskTree):
-    @retrying
     def delegate(
         self,
         parent_id: str,
@@ -36,8 +35,21 @@ class Delegation(TaskTree):
         """Create a subtask, or return the one this turn already created under the same
         (assignee, normalised title). With worker_id, the parent must still be held by that
         worker: a session cut off by a lost lease cannot add work behind its successor."""
-        key_src = f"{parent_id}\x00{turn}\x00{new.assignee}\x00{normalise_title(new.title)}"
-        key = hashlib.sha256(key_src.encode()).hexdigest()[:40]
+        return self.delegate_many(parent_id, turn, [(events, new)], worker_id)[0]
+
+    @retrying
+    def delegate_many(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str | None = None,
+    ) -> list[DelegateResult]:
+        """Several delegations of one turn in one transaction (the delegate_task calls of one
+        model reply): each item's entries, then its `delegated` entry, in order, so the log
+        reads as if they had been written one by one. Each is idempotent as delegate() is;
+        if the parent is no longer held, nothing new is written (TaskNotHeld)."""
+        keys = [delegation_key(parent_id, turn, new.assignee, new.title) for _, new in items]
         for _ in range(2):
             try:
                 with self._write() as tx:
@@ -46,38 +58,37 @@ class Delegation(TaskTree):
                     parent = self._lock_task(tx, parent_id)
                     if parent is None:
                         raise TaskNotFound(parent_id)
-                    tx.pending.extend(events)  # written whichever way this goes
-                    existing = tx.conn.execute(Q.BY_DEDUPE_KEY, {"key": key}).first()
-                    if existing is not None:
-                        return DelegateResult(task_from_row(existing), created=False)
-                    if parent.status != Status.IN_PROGRESS:
-                        raise TaskNotHeld(
-                            f"task {parent_id} is {parent.status}; it can no longer delegate"
+                    results: list[DelegateResult] = []
+                    for (events, new), key in zip(items, keys, strict=True):
+                        tx.pending.extend(events)  # written whichever way this goes
+                        existing = tx.conn.execute(Q.BY_DEDUPE_KEY, {"key": key}).first()
+                        if existing is not None:
+                            results.append(DelegateResult(task_from_row(existing), created=False))
+                            continue
+                        _check_held(parent, worker_id)
+                        task = self._insert_task(
+                            tx, subtask_id(key), parent.root_id, parent_id, new, key
                         )
-                    if worker_id is not None and parent.worker_id != worker_id:
-                        raise TaskNotHeld(
-                            f"task {parent_id} was handed to another worker; this session "
-                            "can no longer delegate"
+                        tx.emit(
+                            EventKind.DELEGATED,
+                            task,
+                            new.created_by,
+                            to=new.assignee,
+                            title=task.title,
+                            description=task.description,
+                            priority=str(task.priority),
+                            language=task.language,
+                            parent_id=parent_id,
+                            grant=task.grant,
                         )
-                    task = self._insert_task(tx, new_task_id(), parent.root_id, parent_id, new, key)
-                    tx.emit(
-                        EventKind.DELEGATED,
-                        task,
-                        new.created_by,
-                        to=new.assignee,
-                        title=task.title,
-                        description=task.description,
-                        priority=str(task.priority),
-                        language=task.language,
-                        parent_id=parent_id,
-                        grant=task.grant,
-                    )
-                return DelegateResult(task, created=True)
+                        results.append(DelegateResult(task, created=True))
+                return results
             except IntegrityError:
-                continue  # lost a race to an identical delegation: read the winner's row
+                continue  # lost a race to an identical delegation: read the winner's rows
         with self._read() as conn:
-            row = conn.execute(select(T).where(T.c.dedupe_key == key)).one()
-        return DelegateResult(task_from_row(row), created=False)
+            rows = conn.execute(select(T).where(T.c.dedupe_key.in_(keys))).all()
+        by_key = {row.dedupe_key: task_from_row(row) for row in rows}
+        return [DelegateResult(by_key[key], created=False) for key in keys]
 
     @retrying
     def settle(
@@ -150,3 +161,12 @@ class Delegation(TaskTree):
                     completion_tokens=T.c.completion_tokens + completion_tokens,
                 )
             )
+
+
+def _check_held(parent: Task, worker_id: str | None) -> None:
+    if parent.status != Status.IN_PROGRESS:
+        raise TaskNotHeld(f"task {parent.id} is {parent.status}; it can no longer delegate")
+    if worker_id is not None and parent.worker_id != worker_id:
+        raise TaskNotHeld(
+            f"task {parent.id} was handed to another worker; this session can no longer delegate"
+        )
