@@ -12,6 +12,7 @@ another), both decided on the languages the globs match, not on their spelling.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Sequence
 from functools import cache, lru_cache
@@ -134,6 +135,7 @@ def _set_body(ranges: Ranges) -> str:
     return ("]" if bracket else "") + "".join(parts) + ("-" if dash else "")
 
 
+@lru_cache(maxsize=16384)
 def render(glob: Glob) -> str:
     out = []
     for tok in glob:
@@ -155,21 +157,28 @@ def render(glob: Glob) -> str:
 # --- matching ------------------------------------------------------------------------------
 
 
+def _class(ranges: Ranges) -> str:
+    return "".join(
+        re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
+        for lo, hi in ranges
+    )
+
+
 @lru_cache(maxsize=4096)
 def _regex(pattern: str) -> re.Pattern[str]:
     parts = []
     for tok in parse(pattern):
         if tok is STAR:
             parts.append(".*")
+        elif tok == ANY:
+            parts.append(".")
+        elif not tok:
+            parts.append("(?!)")
         else:
-            parts.append(
-                "["
-                + "".join(
-                    re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
-                    for lo, hi in tok
-                )
-                + "]"
-            )
+            # A class spanning most of Unicode compiles slowly (milliseconds): spell the
+            # smaller side, a set or its complement.
+            neg = _complement(tok)
+            parts.append(f"[^{_class(neg)}]" if len(neg) < len(tok) else f"[{_class(tok)}]")
     return re.compile("".join(parts), re.DOTALL)
 
 
@@ -182,55 +191,11 @@ def allows(patterns: Iterable[str], tool_name: str) -> bool:
 
 
 # --- containment: L(inner) ⊆ L(p1) ∪ L(p2) ∪ ... -----------------------------------------
-
-State = frozenset[tuple[int, int]]  # (which glob, position in it)
-
-
-def _closure(globs: Sequence[Glob], states: Iterable[tuple[int, int]]) -> State:
-    out = set()
-    for g, pos in states:
-        while True:
-            out.add((g, pos))
-            if pos < len(globs[g]) and globs[g][pos] is STAR:
-                pos += 1
-            else:
-                break
-    return _prune(globs, out)
-
-
-def _prune(globs: Sequence[Glob], states: set[tuple[int, int]]) -> State:
-    """Drop every position of a glob that lies before a `*` of it the set already holds.
-
-    What a glob still accepts from a `*` onwards includes what it accepts from any earlier
-    position (the `*` can swallow whatever that position would have matched), so the later
-    position decides alone. Without this the subset construction keeps one state per way of
-    spreading progress over the stars (`*a*a*a*` sees exponentially many); with it a glob's
-    states are its last reached `*` plus positions inside one star-free segment.
-    """
-    last_star: dict[int, int] = {}
-    for g, pos in states:
-        if pos < len(globs[g]) and globs[g][pos] is STAR and pos > last_star.get(g, -1):
-            last_star[g] = pos
-    if not last_star:
-        return frozenset(states)
-    return frozenset((g, pos) for g, pos in states if pos >= last_star.get(g, -1))
-
-
-def _step(globs: Sequence[Glob], states: State, ch: int) -> State:
-    nxt = []
-    for g, pos in states:
-        if pos >= len(globs[g]):
-            continue
-        tok = globs[g][pos]
-        if tok is STAR:
-            nxt.append((g, pos))
-        elif any(lo <= ch <= hi for lo, hi in tok):
-            nxt.append((g, pos + 1))
-    return _closure(globs, nxt)
-
-
-def _accepts(globs: Sequence[Glob], states: State) -> bool:
-    return any(pos == len(globs[g]) for g, pos in states)
+#
+# The globs' positions are packed into one integer, a bit per position (position len(glob) is
+# the glob's end), so a set of states is an int and a step is a handful of int operations:
+# a quarter of the cost of walking sets of (glob, position) pairs, which matters because every
+# delegation asks tens of these questions of patterns a model chose.
 
 
 def _alphabet(globs: Iterable[Glob]) -> list[int]:
@@ -244,6 +209,59 @@ def _alphabet(globs: Iterable[Glob]) -> list[int]:
                     if hi < MAX_CHAR:
                         points.add(hi + 1)
     return sorted(points)
+
+
+class _Automaton:
+    """The union of some globs as a bit-parallel NFA over an alphabet of character classes."""
+
+    __slots__ = ("accept", "below", "final", "full", "star", "start")
+
+    def __init__(self, globs: Sequence[Glob], alphabet: Sequence[int]) -> None:
+        self.star = self.final = self.full = start = 0
+        self.below: dict[int, int] = {}  # a star's bit -> its glob's bits before it
+        accept = [0] * len(alphabet)
+        base = 0
+        for glob in globs:
+            start |= 1 << base
+            for k, tok in enumerate(glob):
+                bit = 1 << (base + k)
+                if tok is STAR:
+                    self.star |= bit
+                    self.below[bit] = bit - (1 << base)
+                    if k == len(glob) - 1:
+                        self.full |= bit  # a trailing `*`: everything from here on matches
+                    continue
+                for lo, hi in tok:
+                    # Alphabet points are class boundaries, so a range covers a run of classes.
+                    i = bisect_left(alphabet, lo)
+                    while i < len(alphabet) and alphabet[i] <= hi:
+                        accept[i] |= bit
+                        i += 1
+            self.final |= 1 << (base + len(glob))
+            base += len(glob) + 1
+        self.accept = accept
+        self.start = self._settle(start)
+
+    def _settle(self, states: int) -> int:
+        # A `*` may match nothing: reaching it reaches the position after it too (stars never
+        # sit side by side, parse() squashes them).
+        states |= (states & self.star) << 1
+        # Drop every position of a glob before a `*` of it the set already holds: what a glob
+        # still accepts from a `*` onwards includes what it accepts from any earlier position,
+        # so the later position decides alone. Without this the subset construction keeps one
+        # state per way of spreading progress over the stars (`*a*a*a*` sees exponentially
+        # many); with it a glob's states are its last reached `*` plus one star-free segment.
+        stars = states & self.star
+        while stars:
+            bit = stars & -stars
+            states &= ~self.below[bit]
+            stars ^= bit
+        return states
+
+    def step(self, states: int, moved: int) -> int:
+        """The states after one character, given which of `states` that character moves on
+        (`states & accept[cls]`): classes that move the same positions share one step."""
+        return self._settle((moved << 1) | (states & self.star))
 
 
 class ScopeTooComplex(ValueError):
@@ -266,34 +284,73 @@ def counterexample(outer: Iterable[str], inner: str, limit: int = SEARCH_LIMIT) 
     return _counterexample(tuple(outer), inner, limit)
 
 
+def _quick_witness(outer: tuple[str, ...], inner_g: Glob) -> str | None:
+    """Try the names most likely to tell the globs apart before any automaton is built: the
+    shortest name `inner` matches, and the same with each `*` filled by a character no outer
+    pattern mentions. Most questions whose answer is no end here, at regex speed."""
+    outer_chars = {lo for p in outer for tok in parse(p) if tok is not STAR for lo, _ in tok}
+    fill = next(c for c in range(0x4E00, 0x4E00 + len(outer_chars) + 2) if c not in outer_chars)
+    for star in ("", chr(fill)):
+        word = "".join(star if tok is STAR else chr(tok[0][0]) for tok in inner_g)
+        if not any(matches(p, word) for p in outer):
+            return word
+    return None
+
+
 # Scope sets come from a company's org chart and repeat on every delegation and check: the
 # answers are cached, so the automaton walk is paid once per distinct question.
 @lru_cache(maxsize=16384)
 def _counterexample(outer: tuple[str, ...], inner: str, limit: int) -> str | None:
     inner_g = parse(inner)
+    if any(not tok for tok in inner_g if tok is not STAR):
+        return None  # an empty set matches no character: the glob matches no name
+    if (word := _quick_witness(outer, inner_g)) is not None:
+        return word
     outer_g = [parse(p) for p in outer]
     alphabet = _alphabet([inner_g, *outer_g])
-    a0, b0 = _closure([inner_g], [(0, 0)]), _closure(outer_g, [(i, 0) for i in range(len(outer_g))])
-    seen = {(a0, b0)}
-    queue: deque[tuple[State, State, str]] = deque([(a0, b0, "")])
+    a_auto, b_auto = _Automaton([inner_g], alphabet), _Automaton(outer_g, alphabet)
+    a_final, b_final, b_full = a_auto.final, b_auto.final, b_auto.full
+    a_accept, b_accept = a_auto.accept, b_auto.accept
+    start = (a_auto.start, b_auto.start)
+    parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
+    queue = deque([start])
+    classes = range(len(alphabet))
     while queue:
-        a, b, word = queue.popleft()
-        if _accepts([inner_g], a) and not _accepts(outer_g, b):
-            return word
-        for ch in alphabet:
-            a2 = _step([inner_g], a, ch)
+        pair = queue.popleft()
+        a, b = pair
+        if a & a_final and not b & b_final:
+            return _word(parent, pair, alphabet)
+        if b & b_full:
+            continue  # an outer glob is at its trailing `*`: it matches every continuation
+        moves: dict[tuple[int, int], int] = {}
+        for cls in classes:
+            moves.setdefault((a & a_accept[cls], b & b_accept[cls]), cls)
+        for (a_moved, b_moved), cls in moves.items():
+            a2 = a_auto.step(a, a_moved)
             if not a2:
                 continue
-            b2 = _step(outer_g, b, ch)
-            if (a2, b2) not in seen:
-                if len(seen) >= limit:
+            nxt = (a2, b_auto.step(b, b_moved))
+            if nxt not in parent:
+                if len(parent) >= limit:
                     raise ScopeTooComplex(
                         f"whether {inner!r} is inside {len(outer)} pattern(s) takes more than "
                         f"{limit} automaton states to decide"
                     )
-                seen.add((a2, b2))
-                queue.append((a2, b2, word + chr(ch)))
+                parent[nxt] = (pair, cls)
+                queue.append(nxt)
     return None
+
+
+def _word(
+    parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None],
+    pair: tuple[int, int],
+    alphabet: Sequence[int],
+) -> str:
+    chars = []
+    while (link := parent[pair]) is not None:
+        pair, cls = link
+        chars.append(chr(alphabet[cls]))
+    return "".join(reversed(chars))
 
 
 def covers(outer: Iterable[str], inner: str, limit: int = SEARCH_LIMIT) -> bool:
@@ -404,18 +461,24 @@ def _intersect_sets(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     out: set[str] = set()
     for p in a:
         for q in b:
-            if covers([q], p):
-                out.add(p)
-            elif covers([p], q):
-                out.add(q)
-            else:
-                out.update(render(g) for g in _intersect(parse(p), parse(q)))
+            out.update(_meet(p, q))
             if len(out) > INTERSECTION_MAX:
                 raise ScopeTooComplex(
                     f"the scopes {list(a)!r} and {list(b)!r} meet in more than "
                     f"{INTERSECTION_MAX} patterns"
                 )
     return minimal(out)
+
+
+@lru_cache(maxsize=16384)
+def _meet(p: str, q: str) -> tuple[str, ...]:
+    """The globs matching exactly what both `p` and `q` match; a pair repeats across the sets a
+    delegation meets (what the delegator holds, what the chart gives, what is asked)."""
+    if covers([q], p):
+        return (p,)
+    if covers([p], q):
+        return (q,)
+    return tuple(render(g) for g in _intersect(parse(p), parse(q)))
 
 
 # Two globs with k stars each can meet in C(2k, k) interleavings; beyond this many patterns
