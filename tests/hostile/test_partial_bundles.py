@@ -16,6 +16,7 @@ from firm.audit.verify import verify_bundle
 from firm.cli.audit import EXIT_PARTIAL
 from firm.cli.main import app
 from tests.audit.conftest import Audited
+from tests.support.cli import firm_cli
 
 
 def cut_back(bundle: dict[str, Any], audited: Audited) -> tuple[dict[str, Any], int]:
@@ -86,3 +87,21 @@ def test_a_run_whose_end_checkpoint_was_lost_gets_it_on_resume(
         signed = entry_at(store, store.last_seq())
         assert signed.kind == "checkpoint" and signed.task_id == root.id
         assert signed.data["seq"] == last.seq and "signed on resume" in signed.data["reason"]
+
+
+def test_verify_refuses_a_bundle_over_the_size_cap_before_reading_it(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:  # sparse: 3 MB on paper, nothing read if the cap holds
+        f.truncate(3_000_000)
+    result = firm_cli("audit", "verify", str(big), "--max-mb", "2", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "3 MB, larger than --max-mb 2: not read" in result.stderr
+
+
+def test_verify_refuses_deeply_nested_json_with_a_clear_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    result = firm_cli("audit", "verify", str(deep), cwd=tmp_path)
+    assert result.returncode != 0
+    assert "not a bundle (JSON nested too deeply)" in result.stderr
+    assert "Traceback" not in result.stderr

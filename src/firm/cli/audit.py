@@ -18,6 +18,9 @@ from firm.errors import FirmError
 from firm.store import resolve_db
 
 EXIT_PARTIAL = 3  # every check holds, but the bundle ends before its tree did
+# A bundle is read whole and parsed into memory about ten times its size: one from elsewhere is
+# refused above this size before a byte is read, unless the person checking asks for more.
+BUNDLE_MAX_MB = 1024
 
 audit_app = typer.Typer(
     name="audit",
@@ -82,11 +85,26 @@ def verify(
     ] = None,
     db: DbOption = None,
     json_mode: JsonOption = False,
+    max_mb: Annotated[
+        int,
+        typer.Option(
+            "--max-mb",
+            min=1,
+            metavar="MB",
+            help="Refuse a bundle larger than this many megabytes, before reading it.",
+        ),
+    ] = BUNDLE_MAX_MB,
 ) -> None:
     """Check a bundle from it and the key alone: integrity, monotonicity, containment.
     Exits 0 only when every check passes and the tree had ended at the signed head; 3 when
     every check passes but the tree was still open there (the bundle proves a prefix)."""
     try:
+        size = bundle_file.stat().st_size
+        if size > max_mb * 1_000_000:
+            raise FirmError(
+                f"{bundle_file}: {size / 1e6:,.0f} MB, larger than --max-mb {max_mb}: not read "
+                "(pass a larger --max-mb to check a bundle this size)"
+            )
         bundle = json.loads(bundle_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FirmError(f"{bundle_file}: no such file") from None
@@ -94,6 +112,10 @@ def verify(
         raise FirmError(f"{bundle_file}: cannot read it: {exc}") from None
     except json.JSONDecodeError as exc:
         raise FirmError(f"{bundle_file}: not a bundle (not JSON: {exc})") from None
+    except RecursionError:
+        raise FirmError(f"{bundle_file}: not a bundle (JSON nested too deeply)") from None
+    if not isinstance(bundle, dict):
+        raise FirmError(f"{bundle_file}: not a bundle (a JSON object was expected)")
     key = None
     source = ""
     if pubkey_value is not None:
