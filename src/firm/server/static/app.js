@@ -10,6 +10,7 @@ import { ENDINGS, GOAL_KINDS, KIND } from "./kinds.js";
 import { renderOrgChart } from "./orgchart.js";
 import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
+import { Timeline } from "./timeline.js";
 import { clip, debounce, duration, el, perFrame, STATUS_ICON, STATUS_LABEL } from "./util.js";
 
 takeTokenFromAddress();
@@ -22,6 +23,7 @@ const drawer = new Drawer(company, { toast, needToken: askForToken });
 const floor = new Floors(company, { onOpenTask: openTask });
 const board = new Board($("view-board"), company, { onOpenTask: openTask });
 const feed = new Feed($("feed-list"), company, { onOpenTask: openTask });
+const timeline = new Timeline($("view-timeline"), { live: company, replay: () => replay, onOpenTask: openTask });
 const banner = new GoalBanner($("goal-banner"), { onOpenTask: openTask });
 
 // --- views -------------------------------------------------------------------------------
@@ -66,6 +68,7 @@ const redraw = perFrame(() => {
   const view = document.body.dataset.view;
   if (view === "floor") floor.render();
   if (view === "board") board.render();
+  if (view === "timeline") timeline.render();
   renderStats();
   renderProgress();
 });
@@ -128,6 +131,7 @@ const live = new Live({
   },
   onEvents(events) {
     company.apply(events);
+    timeline.onEvents(events);
     if (events.some((e) => GOAL_KINDS.has(e.kind) && !company.tasks.get(e.task_id)?.parent_id)) refreshRuns();
     if (replay) return; // the live company keeps up; the views show the replay
     feed.add(events);
