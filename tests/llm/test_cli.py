@@ -73,6 +73,11 @@ def test_run_reports_usage_and_show_sums_it(
     [
         ((), {"OPENAI_API_KEY": "sk-x"}, "no model configured for ceo: pass --model"),
         (("--model", "gpt-4o-mini"), {}, "OPENAI_API_KEY is not set"),
+        (
+            ("--model", "gpt-4o-mini"),
+            {"OPENAI_API_KEY": "sk-abc\u2026def"},
+            "OPENAI_API_KEY holds '\u2026' at character 7, which no API key contains",
+        ),
     ],
 )
 def test_a_missing_setting_is_one_clear_error(

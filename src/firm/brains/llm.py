@@ -151,6 +151,14 @@ class LLMBrain:
                     "or point OPENAI_BASE_URL at a server that needs no key"
                 )
             key = NO_KEY
+        bad = next((i for i, c in enumerate(key) if not (c.isascii() and c.isprintable())), None)
+        if bad is not None:
+            # An HTTP header carries ASCII only: a key pasted with a typographic character
+            # would otherwise fail at the first model call, deep inside the HTTP client.
+            raise FirmError(
+                f"{key_env} holds {key[bad]!r} at character {bad + 1}, which no API key "
+                "contains: copy the key again"
+            )
         endpoint = Endpoint(
             base_url=base_url,
             api_key=key,
