@@ -88,9 +88,9 @@ class _Thoughts:
 
 class SessionLoop:
     """The loop of one session. A caller with its own protocol (a team's manager turn, say)
-    may replace the system prompt, offer only some tools, ask for a response format, and
-    check each final answer: a check that returns a message sends the answer back to the
-    model with that message, as the next user turn."""
+    may replace the system prompt and the brief, offer only some tools, ask for a response
+    format, and check each final answer: a check that returns a message sends the answer back
+    to the model with that message, as the next user turn."""
 
     def __init__(
         self,
@@ -102,6 +102,7 @@ class SessionLoop:
         tools: list[ToolDef] | None = None,
         response_format: dict[str, Any] | None = None,
         check_answer: AnswerCheck | None = None,
+        brief: str | None = None,
     ):
         self.session = session
         self.settings = settings
@@ -110,6 +111,7 @@ class SessionLoop:
         self.only_tools = tools
         self.response_format = response_format
         self.check_answer = check_answer
+        self.brief = brief
         self.thoughts = _Thoughts(session)
         self.calls = 0
         self.last_tokens = 0  # prompt + completion of the last call: the next prompt's floor
@@ -132,7 +134,7 @@ class SessionLoop:
         system = self.system if self.system is not None else system_prompt(s.org, s.agent_id, tools)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
-            {"role": "user", "content": s.brief},
+            {"role": "user", "content": s.brief if self.brief is None else self.brief},
         ]
         tools_chars = _chars(specs)
         offered = {t.name for t in tools}

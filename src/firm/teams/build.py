@@ -110,6 +110,7 @@ def build_spec(team: Team, inputs: dict[str, Any] | None = None) -> TeamSpec:
                 expected_output=fill(t.expected_output, f"{where}.expected_output"),
                 agent=agent_id,
                 context=context,
+                async_execution=t.async_execution,
             )
         )
     carried = {

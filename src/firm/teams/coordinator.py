@@ -5,7 +5,9 @@ one step through the engine's normal delegation:
 
 - hierarchical: hand the manager its next turn and end the session; woken when the turn
   (and the team task it started) has ended, look again;
-- sequential: hand the next team task, in order, to its agent, with the results before it.
+- sequential: hand the next team task, in order, to its agent, with the results before it;
+  a run of consecutive tasks marked async_execution is handed out at once, in one
+  transaction, and the task after them waits for them all.
 
 It ends the run when there is nothing left to do: done, with the last team task's output
 as the result, when every task is done; failed, with the reason, otherwise — a manager
@@ -24,6 +26,7 @@ from firm.teams.ledger import TeamState, read
 from firm.teams.prompts import turn_brief, worker_description
 from firm.teams.spec import (
     MAX_RETRIES,
+    TaskSpec,
     TeamSpec,
     task_id_of,
     turn_title,
@@ -55,8 +58,9 @@ Step = Delegate | Finish | Fail
 
 
 def next_step(spec: TeamSpec, state: TeamState) -> Step | list[Delegate]:
-    """What the coordinator does now. A list: re-issue delegations a crashed session of
-    this same turn already made (they come back as the existing tasks), and wait."""
+    """What the coordinator does now. A list: several delegations at once, then wait —
+    background tasks that start together, or those a crashed session of this same turn
+    already made (re-issued, they come back as the existing tasks)."""
     if state.open_children:
         return [Delegate(c.assignee, c.title, c.description) for c in state.open_children]
     if spec.hierarchical:
@@ -103,7 +107,8 @@ def _hierarchical(spec: TeamSpec, state: TeamState) -> Step:
     return Delegate(spec.manager.id, turn_title(number), turn_brief(spec, state, number))
 
 
-def _sequential(spec: TeamSpec, state: TeamState) -> Step:
+def _sequential(spec: TeamSpec, state: TeamState) -> Step | list[Delegate]:
+    batch: list[TaskSpec] = []
     for task in spec.tasks:
         s = state.tasks[task.id]
         if s.done:
@@ -111,9 +116,24 @@ def _sequential(spec: TeamSpec, state: TeamState) -> Step:
         if s.status == "excluded":
             why = "it was cancelled" if s.cancelled else f"it failed {len(s.failures)} times"
             return Fail(f"task {task.id} could not be done ({why}): {s.failures[-1]}")
-        assert task.agent is not None
-        return Delegate(task.agent, worker_title(task), worker_description(spec, task, state))
-    return _finish(spec, state)
+        if batch and not _joins(task, batch):
+            break
+        batch.append(task)
+        if not task.async_execution:
+            break
+    if not batch:
+        return _finish(spec, state)
+    steps = [Delegate(t.agent or "", worker_title(t), worker_description(spec, t, state))
+             for t in batch]  # fmt: skip
+    return steps if len(steps) > 1 else steps[0]
+
+
+def _joins(task: TaskSpec, batch: list[TaskSpec]) -> bool:
+    """Whether `task` starts with the background tasks of `batch`: it runs in the
+    background too, and needs none of their results."""
+    if not task.async_execution:
+        return False
+    return not set(task.context or ()) & {t.id for t in batch}
 
 
 def run_coordinator(session: Session, spec: TeamSpec) -> None:
@@ -121,16 +141,23 @@ def run_coordinator(session: Session, spec: TeamSpec) -> None:
     _log_exclusion(session, state)
     step = next_step(spec, state)
     steps = step if isinstance(step, list) else [step]
+    delegations = [s for s in steps if isinstance(s, Delegate)]
+    if delegations:
+        # One transaction: tasks handed out together start together.
+        with session.batch_delegations():
+            results = [
+                session.call(
+                    "delegate_task",
+                    {"assignee": s.assignee, "title": s.title, "description": s.description},
+                )
+                for s in delegations
+            ]
+        failed = next((r for r in results if not r.ok), None)
+        if failed is not None:  # the chart is generated, so this is firm's bug, not the user's
+            session.call("fail_task", {"reason": f"could not delegate: {failed.content}"})
+        return
     for s in steps:
-        if isinstance(s, Delegate):
-            result = session.call(
-                "delegate_task",
-                {"assignee": s.assignee, "title": s.title, "description": s.description},
-            )
-            if not result.ok:  # the chart is generated, so this is firm's bug, not the user's
-                session.call("fail_task", {"reason": f"could not delegate: {result.content}"})
-                return
-        elif isinstance(s, Finish):
+        if isinstance(s, Finish):
             _ended(session, "done", None)
             session.call("complete_task", {"result": s.result})
         else:
@@ -141,13 +168,16 @@ def run_coordinator(session: Session, spec: TeamSpec) -> None:
 def _log_exclusion(session: Session, state: TeamState) -> None:
     """A team task the last turn's failure excluded goes into the log once, when seen."""
     last = state.turns[-1] if state.turns else None
-    if last is None or last.worker is None or state.open_children:
+    if last is None or state.open_children:
         return
-    task = state.tasks.get(task_id_of(last.worker.title))
-    if task is None or task.status != "excluded" or task.attempts[-1:] != [last.worker.id]:
-        return
-    data = {"task_id": task.id, "failures": len(task.failures), "reason": task.failures[-1]}
-    session.log(EventKind.TEAM_TASK_EXCLUDED, data)  # the session's agent is COORDINATOR
+    for turn in state.turns:
+        if turn.task.id != last.task.id or turn.worker is None:
+            continue
+        task = state.tasks.get(task_id_of(turn.worker.title))
+        if task is None or task.status != "excluded" or task.attempts[-1:] != [turn.worker.id]:
+            continue
+        data = {"task_id": task.id, "failures": len(task.failures), "reason": task.failures[-1]}
+        session.log(EventKind.TEAM_TASK_EXCLUDED, data)  # the session's agent is COORDINATOR
 
 
 def _ended(session: Session, status: str, reason: str | None) -> None:

@@ -8,7 +8,7 @@ with a message that names what was wrong and lists the valid choices.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from firm.teams.spec import normalise_name
@@ -77,15 +77,16 @@ class Verdict:
 class Choices:
     """What the manager may answer with, this turn."""
 
-    tasks: dict[str, str]  # task id -> "pending" | "done" | "excluded"
+    tasks: dict[str, str]  # task id -> "pending" | "running" | "done" | "excluded"
     members: dict[str, str]  # member id -> name
     manager_id: str
     manager_name: str
     own_turn: str  # the firm id of this manager turn
     failures: dict[str, int]  # task id -> failed attempts
+    waits_for: dict[str, list[str]] = field(default_factory=dict)  # task id -> running inputs
 
     def open_tasks(self) -> list[str]:
-        return [t for t, s in self.tasks.items() if s == "pending"]
+        return [t for t, s in self.tasks.items() if s == "pending" and not self.waits_for.get(t)]
 
     def valid_lists(self) -> str:
         tasks = ", ".join(self.open_tasks()) or "none left"
@@ -183,6 +184,18 @@ def judge(text: str, choices: Choices) -> Verdict:
         failed = choices.failures.get(task_id, 0)
         return _reject(
             f"task {task_id} is excluded (it failed {failed} times or was cancelled)", choices
+        )
+    if state == "running":
+        return _reject(
+            f"task {task_id} is running in the background; its result comes when it lands",
+            choices,
+        )
+    waits = choices.waits_for.get(task_id)
+    if waits:
+        return _reject(
+            f"task {task_id} needs the result of {', '.join(waits)}, still running; choose it "
+            "once that is in",
+            choices,
         )
     return Verdict("execute", task_id, agent_id, name)
 

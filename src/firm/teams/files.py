@@ -47,7 +47,7 @@ IGNORED_AGENT_KEYS = frozenset(
 )  # fmt: skip
 IGNORED_TASK_KEYS = frozenset(
     {
-        "async_execution", "human_input", "output_json", "output_pydantic", "output_file",
+        "human_input", "output_json", "output_pydantic", "output_file",
         "callback", "markdown", "create_directory", "guardrail", "tools", "config",
     }
 )  # fmt: skip
@@ -78,6 +78,7 @@ class TaskEntry(_Strict):
     expected_output: str = ""
     agent: str | None = None
     context: list[str] | None = None
+    async_execution: bool = False
 
 
 class TeamEntry(_Strict):
@@ -201,6 +202,7 @@ def load_team(path: str | Path, *, inputs: dict[str, Any] | None = None, **overr
             by_name[normalise_name(t.agent)] if t.agent else None,
             name=key,
             context=t.context,
+            async_execution=t.async_execution,
         )
     settings: dict[str, Any] = {
         "process": entry.process,

@@ -5,8 +5,10 @@ turn reads the run's subtree and derives the same state from it, so a run killed
 point continues from what was recorded, and nothing is run or counted twice.
 
 - hierarchical: the root's children are manager turns; a turn that chose a task to run
-  has one child, the team task's firm task (its title starts with the team task's id).
-  A turn's result is a JSON record of its decision.
+  has it as a child, the team task's firm task (its title starts with the team task's id).
+  A turn that chose background tasks (async_execution) has one child per choice, made one
+  after the other in the same session while the earlier ones run. Each choice counts as a
+  turn of the manager (`Turn`); the firm task's result is a JSON record of its decisions.
 - sequential: the root's children are the team tasks' firm tasks.
 """
 
@@ -17,15 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firm.tasks import Status, Task
-from firm.teams.spec import MAX_RETRIES, TeamSpec, task_id_of
+from firm.teams.spec import MAX_RETRIES, TaskSpec, TeamSpec, task_id_of
 
 
 @dataclass
 class TaskState:
     id: str
-    status: str = "pending"  # pending | done | excluded
+    status: str = "pending"  # pending | running | done | excluded
     output: str | None = None
-    agent: str | None = None  # the member who did it
+    agent: str | None = None  # the member who did it (or is doing it)
     firm_id: str | None = None  # the firm task that did it
     carried: bool = False  # done in an earlier start() of the team
     failures: list[str] = field(default_factory=list)
@@ -36,9 +38,16 @@ class TaskState:
     def done(self) -> bool:
         return self.status == "done"
 
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
 
 @dataclass
 class Turn:
+    """One decision of the manager. Several share a firm task when background tasks were
+    chosen one after the other in one session."""
+
     number: int
     task: Task  # the manager turn's firm task
     record: dict[str, Any] | None  # its decision, once the turn is done
@@ -58,7 +67,7 @@ class Turn:
             "action": self.action,
         }
         if self.record:
-            for key in ("task_id", "agent_name", "note"):
+            for key in ("task_id", "agent_name", "note", "async_execution"):
                 if key in self.record:
                     out[key] = self.record[key]
         if self.worker is not None:
@@ -78,6 +87,25 @@ class TeamState:
 
     def pending(self) -> list[str]:
         return [t.id for t in self.tasks.values() if t.status == "pending"]
+
+    def running(self) -> list[str]:
+        return [t.id for t in self.tasks.values() if t.running]
+
+    def waits_for(self, task: TaskSpec) -> list[str]:
+        """The running tasks whose results `task` must have before it starts: those its
+        context names; with no context given, every running one unless it runs in the
+        background itself (a task that waits gets the results of the background tasks
+        before it, as CrewAI's processes do)."""
+        running = self.running()
+        if task.context is not None:
+            return [t for t in task.context if t in running]
+        return [] if task.async_execution else running
+
+    def choosable(self, spec: TeamSpec) -> list[str]:
+        """Tasks that can start now: not started (or failed and tried again), with every
+        result they build on in."""
+        return [t.id for t in spec.tasks if self.tasks[t.id].status == "pending"
+                and not self.waits_for(t)]  # fmt: skip
 
     def excluded(self) -> list[str]:
         return [t.id for t in self.tasks.values() if t.status == "excluded"]
@@ -108,11 +136,13 @@ def read(spec: TeamSpec, tree: list[Task]) -> TeamState:
         for c in direct:
             if c.assignee != manager:
                 continue
+            record = _record(c)
             workers = children.get(c.id, [])
-            turn = Turn(len(turns) + 1, c, _record(c), workers[0] if workers else None)
-            turns.append(turn)
-            if turn.worker is not None:
-                _apply(tasks, turn.worker)
+            for worker in workers:
+                turns.append(Turn(len(turns) + 1, c, _worker_record(record, worker), worker))
+                _apply(tasks, worker)
+            if not workers or (record is not None and record.get("action") != "execute"):
+                turns.append(Turn(len(turns) + 1, c, record, None))
     else:
         for c in direct:
             _apply(tasks, c)
@@ -129,19 +159,30 @@ def _record(turn: Task) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _worker_record(record: dict[str, Any] | None, worker: Task) -> dict[str, Any] | None:
+    """The record of the decision that started `worker`, from its turn's record."""
+    if record is None:
+        return None
+    for one in record.get("decisions") or [record]:
+        if isinstance(one, dict) and one.get("worker_task") == worker.id:
+            return one
+    return None
+
+
 def _apply(tasks: dict[str, TaskState], worker: Task) -> None:
     """Fold one firm task of a team task into that task's state."""
     state = tasks.get(task_id_of(worker.title))
     if state is None or state.done or state.status == "excluded":
         return  # a task already settled is never counted twice
     state.attempts.append(worker.id)
-    if worker.status == Status.DONE:
+    if not worker.terminal:
+        state.status, state.agent = "running", worker.assignee
+    elif worker.status == Status.DONE:
         state.status, state.output = "done", worker.result or ""
         state.agent, state.firm_id = worker.assignee, worker.id
     elif worker.status == Status.FAILED:
         state.failures.append(worker.error or "no reason given")
-        if len(state.failures) > MAX_RETRIES:
-            state.status = "excluded"
+        state.status = "excluded" if len(state.failures) > MAX_RETRIES else "pending"
     elif worker.status == Status.CANCELLED:
         state.status, state.cancelled = "excluded", True
         state.failures.append(worker.error or "cancelled")

@@ -54,8 +54,11 @@ class Task:
 
     agent: who does it (required in a sequential team; a suggestion in a hierarchical one).
     context: the tasks (or their names) whose results it is given; by default every task
-    done before it. After a run: `status` ("not started", "done", "failed") and `output`,
-    the raw result. Set `status = "not started"` (or call reset()) to have it run again.
+    done before it. async_execution: the task runs in the background — in a sequential team
+    with the async tasks next to it, in a hierarchical one while the manager chooses the next
+    task (docs/teams.md, Parallel tasks). After a run: `status` ("not started", "done",
+    "failed") and `output`, the raw result. Set `status = "not started"` (or call reset())
+    to have it run again.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class Task:
         *,
         name: str | None = None,
         context: Iterable[Task | str] | None = None,
+        async_execution: bool = False,
     ):
         if not description or not description.strip():
             raise TeamError("a Task needs a description")
@@ -74,6 +78,9 @@ class Task:
         self.agent = agent
         self.name = name
         self.context = None if context is None else list(context)
+        if not isinstance(async_execution, bool):
+            raise TeamError(f"async_execution must be True or False, not {async_execution!r}")
+        self.async_execution = async_execution
         self.status = NOT_STARTED
         self.output: str | None = None
         self.firm_task_id: str | None = None

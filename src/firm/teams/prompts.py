@@ -52,7 +52,8 @@ def manager_system(spec: TeamSpec, tool_names: list[str], mode: str = "json_sche
         "turn. You never do a task yourself.\n"
         "- A task that is done is never run again. A task that failed may be tried again "
         f"(at most {MAX_RETRIES} more times), by the same member or another.\n"
-        "- When every task is done, or nothing more can be done, choose stop.\n"
+        + _background_rule(spec)
+        + "- When every task is done, or nothing more can be done, choose stop.\n"
         "- Answer with one JSON object and nothing else, with exactly these keys:\n"
         '  {"task_id": "<id from the task list>", "agent_name": "<a team member\'s name>", '
         '"action": "execute"}\n'
@@ -72,8 +73,23 @@ def manager_system(spec: TeamSpec, tool_names: list[str], mode: str = "json_sche
     return "\n\n".join(parts)
 
 
-def _task_line(t: TaskSpec, state: TaskState, spec: TeamSpec) -> str:
-    if state.done:
+def _background_rule(spec: TeamSpec) -> str:
+    """Said only to the manager of a team with background tasks: other prompts stay as
+    they were."""
+    if not any(t.async_execution for t in spec.tasks):
+        return ""
+    return (
+        "- A task that runs in the background does not make you wait: once you choose it, "
+        "you choose the next task at once while it runs, and you see its result when it "
+        "lands. A task that needs the result of one still running is chosen once that is "
+        "in.\n"
+    )
+
+
+def _task_line(t: TaskSpec, state: TaskState, spec: TeamSpec, waits: list[str]) -> str:
+    if state.running:
+        status = "running" + (f": {spec.member(state.agent).name}" if state.agent else "")
+    elif state.done:
         who = spec.member(state.agent).name if state.agent else None
         status = "done" + (f" by {who}" if who else "") + (" (earlier)" if state.carried else "")
     elif state.status == "excluded":
@@ -83,11 +99,15 @@ def _task_line(t: TaskSpec, state: TaskState, spec: TeamSpec) -> str:
         status = f"failed {len(state.failures)} time(s), may be tried again"
     else:
         status = "not started"
+    if waits and state.status == "pending":
+        status += f", waits for {', '.join(waits)} (running)"
     lines = [f"- {t.id} [{status}]: {' '.join(t.description.split())}"]
     if t.expected_output:
         lines.append(f"  Expected output: {' '.join(t.expected_output.split())}")
-    if t.agent and not state.done:
+    if t.agent and not state.done and not state.running:
         lines.append(f"  Meant for: {spec.member(t.agent).name}")
+    if t.async_execution and not state.done and not state.running:
+        lines.append("  Runs in the background: choosing it does not make you wait.")
     if state.done:
         lines.append("  Result: " + _cut(state.output, SHOWN_RESULT).replace("\n", "\n  "))
     elif state.failures:
@@ -98,7 +118,8 @@ def _task_line(t: TaskSpec, state: TaskState, spec: TeamSpec) -> str:
 def turn_brief(spec: TeamSpec, state: TeamState, number: int) -> str:
     """The description of manager turn `number`: the task list and this run's turns so far."""
     parts = [f"Turn {number} of at most {spec.max_iter}. Choose the next task and who does it."]
-    parts.append("Tasks:\n" + "\n".join(_task_line(t, state.tasks[t.id], spec) for t in spec.tasks))
+    lines = [_task_line(t, state.tasks[t.id], spec, state.waits_for(t)) for t in spec.tasks]
+    parts.append("Tasks:\n" + "\n".join(lines))
     if state.turns:
         lines = []
         for turn in state.turns:
@@ -106,6 +127,8 @@ def turn_brief(spec: TeamSpec, state: TeamState, number: int) -> str:
             if trace["action"] == "execute":
                 who = spec.member(turn.worker.assignee).name if turn.worker else "?"
                 task, outcome = trace.get("task_id"), trace.get("outcome")
+                if turn.worker is not None and not turn.worker.terminal:
+                    outcome = "running"
                 lines.append(f"- Turn {turn.number}: {task} → {who}: {outcome}")
             elif trace["action"] == "reselected":
                 lines.append(f"- Turn {turn.number}: {trace.get('note')}")

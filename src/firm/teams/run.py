@@ -107,8 +107,10 @@ class TeamResult:
     error: str | None
     spec: TeamSpec
     state: TeamState
-    rejections: dict[str, list[str]]  # manager turn id -> reasons its answers were rejected
-    downgrades: dict[str, list[dict[str, Any]]]  # manager turn id -> response formats refused
+    # (manager turn's firm task, turn number) -> reasons its answers were rejected, and the
+    # response formats the model API refused
+    rejections: dict[tuple[str, Any], list[str]]
+    downgrades: dict[tuple[str, Any], list[dict[str, Any]]]
 
     @property
     def done(self) -> bool:
@@ -131,10 +133,11 @@ class TeamResult:
         turns = []
         for turn in self.state.turns:
             trace = turn.trace()
-            if self.rejections.get(turn.task.id):
-                trace["rejected"] = self.rejections[turn.task.id]
-            if self.downgrades.get(turn.task.id):
-                trace["downgraded"] = self.downgrades[turn.task.id]
+            key = (turn.task.id, turn.number)
+            if self.rejections.get(key):
+                trace["rejected"] = self.rejections[key]
+            if self.downgrades.get(key):
+                trace["downgraded"] = self.downgrades[key]
             turns.append(trace)
         if self.done:
             status = "completed"
@@ -164,14 +167,15 @@ def collect(firm: Firm, root_id: str) -> TeamResult:
     tree = firm.subtree(root_id)
     root = tree[0]
     state = read(spec, tree)
-    rejections: dict[str, list[str]] = {}
-    downgrades: dict[str, list[dict[str, Any]]] = {}
-    turn_ids = [t.task.id for t in state.turns]
+    rejections: dict[tuple[str, Any], list[str]] = {}
+    downgrades: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    turn_ids = list(dict.fromkeys(t.task.id for t in state.turns))
     if turn_ids:
         for e in firm.store.events_after(0, 1_000_000, task_ids=turn_ids):
+            key = (e.task_id or "", e.data.get("turn"))
             if e.kind == EventKind.MANAGER_DECISION and e.data.get("verdict") == "rejected":
-                rejections.setdefault(e.task_id or "", []).append(str(e.data.get("reason")))
+                rejections.setdefault(key, []).append(str(e.data.get("reason")))
             elif e.kind == DOWNGRADED and e.data.get("to") in MANAGER_OUTPUTS:
                 step = {k: e.data.get(k) for k in ("from", "to", "error")}
-                downgrades.setdefault(e.task_id or "", []).append(step)
+                downgrades.setdefault(key, []).append(step)
     return TeamResult(root_id, root.status, root.error, spec, state, rejections, downgrades)

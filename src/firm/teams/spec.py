@@ -35,6 +35,7 @@ MAX_REPROMPTS = 3  # invalid manager answers sent back in a row; the next one en
 MAX_RETRIES = 3  # re-delegations of a failed task; after the next failure it is excluded
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TITLE_LIMIT = 200
+MAX_CONCURRENT = 32  # sessions of one team's run at once, however many tasks run in parallel
 
 Process = Literal["sequential", "hierarchical"]
 ManagerOutput = Literal["json_schema", "json_object", "text"]
@@ -65,6 +66,7 @@ class TaskSpec(_Frozen):
     expected_output: str = ""
     agent: str | None = None  # a member id: who does it (sequential), a suggestion (hierarchical)
     context: list[str] | None = None  # task ids whose results it is given; None: all done so far
+    async_execution: bool = False  # runs in the background (docs/teams.md, Parallel tasks)
 
 
 class TeamSpec(_Frozen):
@@ -105,6 +107,9 @@ class TeamSpec(_Frozen):
         """What identifies the team's definition: the same agents, tasks and settings give the
         same key, so a run left unfinished by a killed process is found and continued."""
         definition = self.model_dump(mode="json", exclude={"carried"})
+        for task in definition["tasks"]:
+            if not task["async_execution"]:
+                del task["async_execution"]  # so a definition keeps the key it had before
         text = json.dumps(definition, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -149,7 +154,8 @@ class TeamSpec(_Frozen):
             "company": self.name[:TITLE_LIMIT],
             "description": f"A {self.process} team of {len(self.members)} agent(s) "
             f"with {len(self.tasks)} task(s).",
-            "max_concurrent": 2,
+            # Room for the background tasks beside the manager's turn (or a sequential run).
+            "max_concurrent": min(MAX_CONCURRENT, 2 + sum(t.async_execution for t in self.tasks)),
             "default_tools": [],
             "tool_modules": list(self.tool_modules),
         }

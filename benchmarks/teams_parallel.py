@@ -1,0 +1,107 @@
+"""Parallel teams: three independent tasks with every model call answered after 0.2 s, each
+task run one at a time and then marked async_execution=True, against the ideal.
+
+The ideal is the chain of model calls nothing can overlap, at 0.2 s each:
+
+- hierarchical, one at a time: each task is a manager turn then the task (6 calls deep);
+- hierarchical, async: the manager's three turns back to back, then the last task (4 deep);
+- sequential, one at a time: the three tasks (3 deep); sequential, async: they start
+  together (1 deep).
+
+Printed per case: the wall time of `team.start()` (median of --repeat runs, each a new
+store), its ratio to the ideal with async tasks, firm's overhead per model call on the
+case's own chain ((wall - chain) / calls deep), the process's CPU time per model call (a
+figure a loaded machine disturbs far less than wall time), the model calls made and the
+firm sessions they took.
+The model is firm.testing's scripted server on loopback: a manager that picks the first
+task not started, workers that answer at once — after the delay.
+
+    python benchmarks/teams_parallel.py [--repeat 3] [--delay 0.2] [--cases NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from firm import Agent, Task, Team
+from firm.api import Firm
+from firm.testing import ModelRequest, ModelServer, Reply, text
+
+NOT_STARTED = re.compile(r"^- (\S+) \[not started\].*\n  Meant for: (.+)$", re.M)
+CASES = {  # name: (process, async_execution, model calls deep, deep with async)
+    "hierarchical": ("hierarchical", False, 6, 4),
+    "hierarchical-async": ("hierarchical", True, 4, 4),
+    "sequential": ("sequential", False, 3, 1),
+    "sequential-async": ("sequential", True, 1, 1),
+}
+
+
+def answer(delay: float):  # type: ignore[no-untyped-def]
+    def reply(req: ModelRequest) -> Reply:
+        time.sleep(delay)
+        if req.agent != "manager":
+            return text(f"{req.agent} did: {req.task_title}")
+        found = NOT_STARTED.search(req.brief.partition("Earlier turns of this run:")[0])
+        if found is None:
+            return text(json.dumps({"task_id": "", "agent_name": "", "action": "stop"}))
+        task_id, agent = found.groups()
+        return text(json.dumps({"task_id": task_id, "agent_name": agent, "action": "execute"}))
+
+    return reply
+
+
+def team(process: str, background: bool, tmp: Path) -> Team:
+    agents = [Agent(name=f"w{i}", role=f"Worker {i}") for i in range(1, 4)]
+    extra = {"async_execution": True} if background else {}  # absent before the flag existed
+    tasks = [
+        Task(f"Look into part {i} of the job", agent=a, name=f"t{i}", **extra)
+        for i, a in enumerate(agents, 1)
+    ]
+    return Team(agents=agents, tasks=tasks, process=process, db=tmp / "firm.db",
+                workspace=tmp / "ws")  # fmt: skip
+
+
+def run_once(case: str, delay: float) -> tuple[float, float, int, int]:
+    process, background, _, _ = CASES[case]
+    with tempfile.TemporaryDirectory() as tmp, ModelServer(answer(delay)) as server:
+        os.environ.update(server.env())
+        t = team(process, background, Path(tmp))
+        started, cpu = time.perf_counter(), time.process_time()
+        t.start()
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        with Firm(Path(tmp) / "firm.db") as firm:
+            sessions = sum(1 for e in firm.events(limit=100_000) if e.kind == "started")
+        return seconds, cpu, len(server.requests), sessions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    args = parser.parse_args()
+    for case in args.cases:
+        runs = [run_once(case, args.delay) for _ in range(args.repeat)]
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        _, _, calls, sessions = runs[-1]
+        _, _, deep, best = CASES[case]
+        chain, ideal = deep * args.delay, best * args.delay
+        print(
+            f"{case:<19} measured {wall:.2f}s = {wall / ideal:.2f}x the ideal of {ideal:.2f}s "
+            f"({best} calls deep) · its own chain {deep} calls deep, {chain:.2f}s: overhead "
+            f"{1000 * (wall - chain) / deep:.0f} ms per call on it · CPU "
+            f"{1000 * cpu / calls:.0f} ms per model call · {calls} model calls, {sessions} "
+            f"firm sessions ({sessions / calls:.2f} per call)"
+        )
+
+
+if __name__ == "__main__":
+    main()
