@@ -213,6 +213,9 @@ def test_the_timeline_at_a_phones_width_and_with_reduced_motion(
     )
     assert float(transition.removesuffix("s")) < 0.01  # nothing eases in under reduced motion
     page.screenshot(path=str(ARTIFACTS / "timeline-phone.png"))
+    # "Everyone in the chart" adds the agents the run did not need: a row for each of the 7.
+    page.locator("#tl-everyone").check()
+    expect(page.locator(".tl-name")).to_have_count(7)
     assert errors == []
 
 
@@ -307,6 +310,9 @@ def test_the_critical_path_follows_the_branch_that_ended_last(
     ]
     assert got["sessions"] == 8
     assert [w[0] for w in got["waits"]] == ["R~1", "A~1", "B~1"]
+    # Half-way through, the path so far leads to the work that has run the longest: Maya's.
+    halfway = [e for e in two_branches(hana=2, maya=30) if e["ts"] < 1020]
+    assert page.evaluate(CRITICAL, halfway)["chain"] == ["R#1", "B#1", "B1#1"]
     # Made Hana's part the slow one instead, the path moves over to the CTO's branch.
     swapped = page.evaluate(CRITICAL, two_branches(hana=30, maya=2))
     assert swapped["chain"] == ["R#1", "A#1", "A1#1", "A#2", "R#2"]

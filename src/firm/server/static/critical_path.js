@@ -8,6 +8,7 @@
 // - a task's first session waited on its delegation: follow the manager's session that
 //   delegated it;
 // - the goal's first session waited on nothing: the path begins there.
+// While the goal is open, the walk starts from the oldest session still running instead.
 // Time spent queued (a task ready, its agent busy) sits between two links of the chain.
 
 /**
@@ -22,7 +23,7 @@ export function criticalPath(model, rootId = null) {
   const byId = model.byId;
   const chain = [];
   const seen = new Set();
-  let item = root.sessions[root.sessions.length - 1];
+  let item = root.settledAt !== null ? root.sessions[root.sessions.length - 1] : frontier(model, root);
   while (item && !seen.has(item.id)) {
     seen.add(item.id);
     chain.push(item);
@@ -35,6 +36,16 @@ export function criticalPath(model, rootId = null) {
     if (ids.has(link.from) && ids.has(link.to)) links.add(i);
   });
   return { ids, chain, links };
+}
+
+/**
+ * While the goal is still open, the path so far leads to the work in hand that has run the
+ * longest (every open item ends "now"; the oldest of them is what holds the run up most).
+ */
+function frontier(model, root) {
+  let best = null;
+  for (const s of model.sessions) if (s.open && (!best || s.start < best.start)) best = s;
+  return best ?? root.sessions[root.sessions.length - 1];
 }
 
 /** The item this one waited on, or null at the beginning of the run. */

@@ -21,65 +21,72 @@ const SETTLED = new Set([KIND.COMPLETED, KIND.FAILED, KIND.CANCELLED]);
 /**
  * Build the model of one run from its events (in log order).
  * `now` (seconds, same clock as the events) ends what is still open; it defaults to the last
- * event's time. Returns {start, end, tasks, sessions, waits, links}:
+ * event's time. Returns {start, end, tasks, sessions, waits, links, byId}:
  * - tasks: Map id -> {id, parent, agent, title, status, settledAt, settledSeq, sessions, waits}
  * - sessions: [{id, task, agent, n, start, end, open, outcome, startSeq, endSeq}]
- * - waits: [{id, task, agent, start, end, open, person, outcome, startSeq, endSeq}]
+ * - waits: [{id, task, agent, start, end, open, person, outcome, startSeq, endSeq, wokenBy}]
  * - links: [{kind: "delegation"|"result", task, from, to, t0, t1, outcome}] between session/wait ids
  */
 export function buildSessions(events, { now = null } = {}) {
-  const tasks = new Map();
-  const sessions = [];
-  const waits = [];
-  const delegations = []; // {child, parent, seq, ts}
-  const decided = new Map(); // task id -> [seq of each approval decision]
-  const first = events.length ? events[0].ts : 0;
-  const last = events.length ? events[events.length - 1].ts : 0;
-  const clockNow = Math.max(now ?? last, last);
+  const log = new SessionLog();
+  log.add(events, 0, events.length);
+  return log.model(now);
+}
 
-  const task = (id) => {
-    let t = tasks.get(id);
+/**
+ * The same reading, fed a few events at a time: a view that follows a live run or a replay
+ * reads each event once, and asks for the model (cheap: no event is read again) when it draws.
+ */
+export class SessionLog {
+  constructor() {
+    this.tasks = new Map();
+    this.sessions = [];
+    this.waits = [];
+    this.byId = new Map();
+    this.delegations = []; // {child, parent, seq, ts}
+    this.decided = new Map(); // task id -> [seq of each approval decision]
+    this.first = null;
+    this.last = null;
+    this.count = 0; // events read
+  }
+
+  task(id) {
+    let t = this.tasks.get(id);
     if (!t) {
       t = { id, parent: null, agent: null, title: "", status: "todo", settledAt: null, settledSeq: null, sessions: [], waits: [], children: [] };
-      tasks.set(id, t);
+      this.tasks.set(id, t);
     }
     return t;
-  };
-  const openSession = (t) => {
-    const s = t.sessions[t.sessions.length - 1];
-    return s && s.open ? s : null;
-  };
-  const openWait = (t) => {
-    const w = t.waits[t.waits.length - 1];
-    return w && w.open ? w : null;
-  };
-  const close = (item, e, outcome) => {
-    item.open = false;
-    item.end = e.ts;
-    item.endSeq = e.seq;
-    item.outcome = outcome;
-  };
+  }
 
-  for (const e of events) {
+  /** Read events[from .. to). */
+  add(events, from = 0, to = events.length) {
+    for (let i = from; i < to; i++) this.one(events[i]);
+  }
+
+  one(e) {
     const d = e.data || {};
+    if (this.first === null) this.first = e.ts;
+    this.last = e.ts;
+    this.count++;
     switch (e.kind) {
       case KIND.CREATED: {
-        const t = task(e.task_id);
+        const t = this.task(e.task_id);
         t.agent = e.agent;
         t.title = d.title ?? "";
         break;
       }
       case KIND.DELEGATED: {
-        const t = task(e.task_id);
+        const t = this.task(e.task_id);
         t.agent = d.to ?? e.agent;
         t.title = d.title ?? "";
         t.parent = d.parent_id ?? null;
-        if (t.parent) task(t.parent).children.push(t.id);
-        delegations.push({ child: t.id, parent: t.parent, seq: e.seq, ts: e.ts });
+        if (t.parent) this.task(t.parent).children.push(t.id);
+        this.delegations.push({ child: t.id, parent: t.parent, seq: e.seq, ts: e.ts });
         break;
       }
       case KIND.STARTED: {
-        const t = task(e.task_id);
+        const t = this.task(e.task_id);
         if (!t.agent) t.agent = e.agent;
         const stale = openSession(t); // a start without an end: the log lost nothing, but be safe
         if (stale) close(stale, e, "interrupted");
@@ -88,29 +95,31 @@ export function buildSessions(events, { now = null } = {}) {
         t.status = "in_progress";
         const s = { id: `${t.id}#${t.sessions.length + 1}`, task: t.id, agent: t.agent, n: t.sessions.length + 1, start: e.ts, end: null, open: true, outcome: "running", startSeq: e.seq, endSeq: null };
         t.sessions.push(s);
-        sessions.push(s);
+        this.sessions.push(s);
+        this.byId.set(s.id, s);
         break;
       }
       case KIND.WAITING: {
-        const t = task(e.task_id);
+        const t = this.task(e.task_id);
         const s = openSession(t);
         if (s) close(s, e, "handed");
         t.status = "waiting";
         const person = (d.pending_approvals ?? 0) > 0;
-        const w = { id: `${t.id}~${t.waits.length + 1}`, task: t.id, agent: t.agent, start: e.ts, end: null, open: true, person, reports: d.open_subtasks ?? 0, outcome: "waiting", startSeq: e.seq, endSeq: null, after: s?.id ?? null };
+        const w = { id: `${t.id}~${t.waits.length + 1}`, task: t.id, agent: t.agent, start: e.ts, end: null, open: true, person, reports: d.open_subtasks ?? 0, outcome: "waiting", startSeq: e.seq, endSeq: null, after: s?.id ?? null, wokenBy: null };
         t.waits.push(w);
-        waits.push(w);
+        this.waits.push(w);
+        this.byId.set(w.id, w);
         break;
       }
       case KIND.WOKEN: {
-        const t = task(e.task_id);
+        const t = this.task(e.task_id);
         const w = openWait(t);
         if (w) close(w, e, "woken");
         t.status = "todo";
         break;
       }
       case KIND.REQUEUED: {
-        const t = task(e.task_id);
+        const t = this.task(e.task_id);
         const s = openSession(t);
         if (s) close(s, e, "interrupted");
         t.status = "todo";
@@ -119,7 +128,7 @@ export function buildSessions(events, { now = null } = {}) {
       case KIND.COMPLETED:
       case KIND.FAILED:
       case KIND.CANCELLED: {
-        const t = task(e.task_id);
+        const t = this.task(e.task_id);
         const outcome = SESSION_END[e.kind];
         const s = openSession(t);
         if (s) close(s, e, outcome);
@@ -131,48 +140,67 @@ export function buildSessions(events, { now = null } = {}) {
         break;
       }
       case KIND.APPROVAL_DECIDED:
-        if (!decided.has(e.task_id)) decided.set(e.task_id, []);
-        decided.get(e.task_id).push(e.seq);
+        if (!this.decided.has(e.task_id)) this.decided.set(e.task_id, []);
+        this.decided.get(e.task_id).push(e.seq);
         break;
       default:
         break;
     }
   }
 
-  for (const item of [...sessions, ...waits]) if (item.open) item.end = clockNow;
-  for (const w of waits) w.wokenBy = wakeCause(tasks, w, decided.get(w.task) ?? []);
-
-  const links = [];
-  for (const { child, parent, seq, ts } of delegations) {
-    const c = tasks.get(child);
-    const p = tasks.get(parent);
-    const from = p ? sessionAt(p, seq) : null;
-    const to = c.sessions[0] ?? null;
-    if (from && to) links.push({ kind: "delegation", task: child, from: from.id, to: to.id, t0: ts, t1: to.start, outcome: "delegated" });
-    // The result goes back from the child's last session to the parent's wait it ended.
-    if (c.settledSeq !== null && p && c.sessions.length) {
-      const wait = p.waits.find((w) => w.startSeq < c.settledSeq && (w.endSeq === null || w.endSeq >= c.settledSeq));
-      const back = c.sessions[c.sessions.length - 1];
-      if (wait) {
-        const next = p.sessions.find((s) => s.startSeq > wait.startSeq);
-        const target = wait.wokenBy?.task === child && next ? next : wait;
-        links.push({ kind: "result", task: child, from: back.id, to: target.id, t0: c.settledAt, t1: target === next ? next.start : c.settledAt, outcome: c.status });
+  /** The model as of the events read so far; what is open ends at `now`. */
+  model(now = null) {
+    const { tasks, sessions, waits } = this;
+    const first = this.first ?? 0;
+    const last = this.last ?? 0;
+    const clockNow = Math.max(now ?? last, last);
+    // What is still open runs to now; a finished run ends at its last event, however late.
+    let end = last;
+    for (const list of [sessions, waits]) {
+      for (const x of list) {
+        if (x.open) x.end = clockNow;
+        if (x.end > end) end = x.end;
       }
     }
-  }
+    for (const w of waits) w.wokenBy = wakeCause(tasks, w, this.decided.get(w.task) ?? []);
 
-  // What is still open runs to now; a finished run ends at its last event, however late it is.
-  let end = last;
-  for (const x of [...sessions, ...waits]) if (x.end > end) end = x.end;
-  return {
-    byId: new Map([...sessions, ...waits].map((x) => [x.id, x])),
-    start: first,
-    end,
-    tasks,
-    sessions,
-    waits,
-    links,
-  };
+    const links = [];
+    for (const { child, parent, seq, ts } of this.delegations) {
+      const c = tasks.get(child);
+      const p = tasks.get(parent);
+      const from = p ? sessionAt(p, seq) : null;
+      const to = c.sessions[0] ?? null;
+      if (from && to) links.push({ kind: "delegation", task: child, from: from.id, to: to.id, t0: ts, t1: to.start, outcome: "delegated" });
+      // The result goes back from the child's last session to the parent's wait it ended.
+      if (c.settledSeq !== null && p && c.sessions.length) {
+        const wait = p.waits.find((w) => w.startSeq < c.settledSeq && (w.endSeq === null || w.endSeq >= c.settledSeq));
+        const back = c.sessions[c.sessions.length - 1];
+        if (wait) {
+          const next = p.sessions.find((x) => x.startSeq > wait.startSeq);
+          const target = wait.wokenBy?.task === child && next ? next : wait;
+          links.push({ kind: "result", task: child, from: back.id, to: target.id, t0: c.settledAt, t1: target === next ? next.start : c.settledAt, outcome: c.status });
+        }
+      }
+    }
+    return { byId: this.byId, start: first, end, tasks, sessions, waits, links };
+  }
+}
+
+function openSession(t) {
+  const s = t.sessions[t.sessions.length - 1];
+  return s && s.open ? s : null;
+}
+
+function openWait(t) {
+  const w = t.waits[t.waits.length - 1];
+  return w && w.open ? w : null;
+}
+
+function close(item, e, outcome) {
+  item.open = false;
+  item.end = e.ts;
+  item.endSeq = e.seq;
+  item.outcome = outcome;
 }
 
 /** The session of task t that held the log position seq (the one that made that event). */

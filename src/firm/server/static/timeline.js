@@ -5,8 +5,8 @@
 
 import { api } from "./api.js";
 import { criticalPath } from "./critical_path.js";
-import { buildSessions } from "./sessions.js";
-import { clip, clock, duration, el, hue, perFrame } from "./util.js";
+import { SessionLog } from "./sessions.js";
+import { clip, duration, el, hue, perFrame } from "./util.js";
 
 const ROW = 30; // px per agent row
 const OVERSCAN = 8; // rows drawn beyond the visible ones
@@ -146,14 +146,15 @@ export class Timeline {
     this.queue();
   }
 
-  /** {runId, events, now, end}: what to draw. */
+  /** {runId, events, count, now, span, company, replay}: draw events[0 .. count). */
   source() {
     const replay = this.replay();
     if (replay) {
       const events = replay.events;
       return {
         runId: replay.runId,
-        events: events.slice(0, replay.applied),
+        events,
+        count: replay.applied,
         now: replay.applied ? replay.wallTime() : events[0]?.ts ?? 0,
         // A replay keeps the whole run's span, so bars fill in along a fixed axis.
         span: events.length ? [events[0].ts, events[events.length - 1].ts] : null,
@@ -164,13 +165,20 @@ export class Timeline {
     this.followLive();
     const events = this.liveEvents;
     const lastTs = events.length ? events[events.length - 1].ts : 0;
-    return { runId: this.liveRun, events, now: Math.max(lastTs, this.live.now()), span: null, company: this.live, replay: false };
+    return { runId: this.liveRun, events, count: events.length, now: Math.max(lastTs, this.live.now()), span: null, company: this.live, replay: false };
   }
 
+  /** The model of events[0 .. count), each event read once while the run moves forward. */
   model(src) {
-    const key = `${src.runId}:${src.events.length}:${src.events[src.events.length - 1]?.seq ?? 0}:${src.now.toFixed(1)}`;
+    const key = `${src.runId}:${src.count}:${src.events[src.count - 1]?.seq ?? 0}:${src.now.toFixed(1)}`;
     if (this.cache.key !== key) {
-      const model = buildSessions(src.events, { now: src.now });
+      const log = this.log;
+      if (!log || log.events !== src.events || log.runId !== src.runId || log.reader.count > src.count) {
+        this.log = { events: src.events, runId: src.runId, reader: new SessionLog() }; // a new run, or back in time
+      }
+      const reader = this.log.reader;
+      reader.add(src.events, reader.count, src.count);
+      const model = reader.model(src.now);
       this.cache = { key, model, path: criticalPath(model, src.runId) };
     }
     return this.cache;
@@ -180,14 +188,23 @@ export class Timeline {
 
   render() {
     if (this.root.hidden) return;
+    // Read the geometry first, before any write, so a frame lays the page out once.
+    const scrollTop = this.frame.scrollTop;
+    const viewHeight = this.frame.clientHeight || window.innerHeight;
+    const axisHeight = this.axis.offsetHeight;
+    const tickWidth = this.ticks.clientWidth;
     const src = this.source();
     const { model, path } = this.model(src);
     const company = src.company;
     const root = company.tasks.get(src.runId);
 
-    if (!src.runId || !src.events.length) {
+    if (!src.runId || !src.count) {
       this.empty.hidden = false;
-      this.empty.textContent = src.runId ? "Loading the run…" : "No goal yet: give the company one, and its sessions appear here.";
+      this.empty.textContent = !src.runId
+        ? "No goal yet: give the company one, and its sessions appear here."
+        : src.replay
+          ? "Nothing has happened yet at this point of the run."
+          : "Loading the run…";
       this.frame.hidden = true;
       this.caption.textContent = "";
       this.pathNote.textContent = "";
@@ -201,22 +218,26 @@ export class Timeline {
     const x = (t) => ((Math.min(Math.max(t, t0), t1) - t0) / span) * 100; // percent of the lane
 
     const status = root?.status ?? model.tasks.get(src.runId)?.status ?? "todo";
-    this.caption.textContent = `${src.replay ? "Replay" : "Live"} · “${clip(root?.title ?? model.tasks.get(src.runId)?.title ?? src.runId, 80)}” · ${status.replace("_", " ")} · ${duration(model.end - model.start)}`;
-    this.caption.dataset.run = src.runId;
+    setText(this.caption, `${src.replay ? "Replay" : "Live"} · “${clip(root?.title ?? model.tasks.get(src.runId)?.title ?? src.runId, 80)}” · ${status.replace("_", " ")} · ${duration(model.end - model.start)}`);
+    if (this.caption.dataset.run !== src.runId) this.caption.dataset.run = src.runId;
     const chain = path.chain.filter((c) => c.person === undefined);
-    this.pathNote.textContent = chain.length
-      ? `Critical path: ${compact(chain.map((s) => company.agent(s.agent).name)).join(" → ")}`
-      : "";
+    setText(this.pathNote, chain.length ? `Critical path: ${compact(chain.map((s) => company.agent(s.agent).name)).join(" → ")}` : "");
 
     // Rows: the org chart's order, depth first; by default only who took part in this run.
-    const rows = this.rows(company, model);
-    const index = new Map(rows.map((r, i) => [r.id, i]));
-    this.body.style.height = `${rows.length * ROW}px`;
-    this.root.dataset.agents = String(rows.length);
+    const rowsKey = `${src.runId}:${model.tasks.size}:${company.agents.size}:${this.everyone}:${company === this.live}`;
+    if (this.rowsKey !== rowsKey) {
+      this.rowsKey = rowsKey;
+      this.rowList = this.rows(company, model);
+      this.rowIndex = new Map(this.rowList.map((r, i) => [r.id, i]));
+      this.body.style.height = `${this.rowList.length * ROW}px`;
+      this.root.dataset.agents = String(this.rowList.length);
+    }
+    const rows = this.rowList;
+    const index = this.rowIndex;
 
-    const top = Math.max(0, this.frame.scrollTop - this.axis.offsetHeight);
+    const top = Math.max(0, scrollTop - axisHeight);
     const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
-    const last = Math.min(rows.length - 1, Math.ceil((top + this.frame.clientHeight) / ROW) + OVERSCAN);
+    const last = Math.min(rows.length - 1, Math.ceil((top + viewHeight) / ROW) + OVERSCAN);
     const visible = (i) => i >= first && i <= last;
 
     const keep = new Set();
@@ -239,8 +260,12 @@ export class Timeline {
         this.names.append(node);
         this.nodes.set(key, node);
       }
-      node.style.top = `${i * ROW}px`;
-      node.classList.toggle("team-start", r.teamStart && i > 0);
+      const sig = `${i}:${r.teamStart}`;
+      if (node.tlSig !== sig) {
+        node.tlSig = sig;
+        node.style.top = `${i * ROW}px`;
+        node.classList.toggle("team-start", r.teamStart && i > 0);
+      }
     }
 
     const place = (item, kind) => {
@@ -254,14 +279,21 @@ export class Timeline {
         this.nodes.set(item.id, node);
       }
       const left = x(item.start);
+      const width = Math.max(0, x(item.end) - left);
+      const outcome = item.open ? (kind === "wait" ? "waiting" : "running") : item.outcome;
+      const critical = path.ids.has(item.id);
+      // Only what changed is written: a frame of a 60× replay touches few bars.
+      const sig = `${left.toFixed(3)}:${width.toFixed(3)}:${i}:${outcome}:${critical}:${item.start}:${item.end}`;
+      if (node.tlSig === sig) return;
+      node.tlSig = sig;
       node.style.left = `${left}%`;
-      node.style.width = `${Math.max(0, x(item.end) - left)}%`;
+      node.style.width = `${width}%`;
       node.style.top = `${i * ROW}px`;
-      node.dataset.outcome = item.open ? (kind === "wait" ? "waiting" : "running") : item.outcome;
+      node.dataset.outcome = outcome;
       node.dataset.start = (item.start - model.start).toFixed(3);
       node.dataset.end = (item.end - model.start).toFixed(3);
       node.classList.toggle("person", kind === "wait" && item.person);
-      node.classList.toggle("critical", path.ids.has(item.id));
+      node.classList.toggle("critical", critical);
       const task = company.tasks.get(item.task) ?? model.tasks.get(item.task);
       node.setAttribute("aria-label", describe(item, kind, company.agent(item.agent).name, task?.title ?? "").join(". "));
     };
@@ -276,7 +308,7 @@ export class Timeline {
     }
 
     this.drawLinks(model, path, index, x, first, last, rows.length);
-    this.drawAxis(t0, span, x, model.start);
+    this.drawAxis(t0, span, x, model.start, tickWidth);
     const nowIn = !src.span || src.now < t1;
     this.nowLine.hidden = !nowIn || (!src.replay && model.sessions.every((s) => !s.open) && model.waits.every((w) => !w.open));
     this.nowLine.style.left = `${x(src.now)}%`;
@@ -300,6 +332,10 @@ export class Timeline {
   }
 
   drawLinks(model, path, index, x, first, last, count) {
+    this.model_ = { model, path, index, x };
+    const key = `${this.cache.key}:${this.rowsKey}:${first}:${last}`;
+    if (this.linksKey === key) return;
+    this.linksKey = key;
     const height = Math.max(1, count * ROW);
     this.svg.setAttribute("viewBox", `0 0 1000 ${height}`);
     this.svg.style.height = `${height}px`;
@@ -319,11 +355,10 @@ export class Timeline {
       paths.push(linkPath(link, a, b, x, critical));
     });
     this.svg.replaceChildren(...paths);
-    this.model_ = { model, path, index, x };
   }
 
-  drawAxis(t0, span, x, runStart) {
-    const width = this.ticks.clientWidth || 600;
+  drawAxis(t0, span, x, runStart, tickWidth) {
+    const width = tickWidth || 600;
     const step = STEPS.find((s) => (width * s) / span >= 72) ?? STEPS[STEPS.length - 1];
     const offset = t0 - runStart;
     const marks = [];
@@ -411,6 +446,25 @@ function describe(item, kind, agentName, title) {
   }
   lines.push(`${clock(item.start)} to ${item.open ? "now" : clock(item.end)} · ${duration(item.end - item.start)}`);
   return lines;
+}
+
+// One formatter for every bar: toLocaleTimeString builds a new one per call, which at a few
+// hundred bars a frame was most of the frame.
+const CLOCK = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const clocks = new Map(); // whole second -> its text; a replay asks for the same ones often
+function clock(ts) {
+  const second = Math.floor(ts);
+  let text = clocks.get(second);
+  if (text === undefined) {
+    if (clocks.size > 5000) clocks.clear();
+    text = CLOCK.format(new Date(second * 1000));
+    clocks.set(second, text);
+  }
+  return text;
+}
+
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
 }
 
 function label(seconds, step) {
