@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from firm import Agent, Firm, Task, Team
+from firm import Agent, Firm, Task, Team, TeamFailed
 from firm.store import open_store
 from firm.store.base import Event
 from firm.tasks import Status
@@ -386,3 +386,24 @@ def test_a_run_stored_before_the_flag_existed_is_still_the_same_team(
         del task["async_execution"]
     assert TeamSpec.model_validate(stored).key() == plain.key()
     assert plain.key() != spec.key()  # marking tasks async is another definition
+
+
+def test_a_manager_that_fails_while_background_tasks_run_leaves_nothing_running(
+    model: ScriptedModel, server: ModelServer, db: Path, tmp_path: Path
+) -> None:
+    model.when(agent="manager").reply(pick("t1", "W1"))
+    model.when(agent="manager").always(pick("t9", "W2"))  # no such task, again and again
+    model.when(agent="w1").reply(hang())
+    team = three_workers(db, tmp_path, "hierarchical")
+    with pytest.raises(TeamFailed) as info:
+        team.start()
+    assert "4 invalid answers in a row" in info.value.result["error"]
+    with Firm(db) as firm:
+        tree = firm.subtree(team.run_id or "")
+    # t1 was running when the run ended: it is cancelled, not left for a later resume.
+    assert {(t.assignee, t.status) for t in tree} == {
+        ("coordinator", Status.FAILED),
+        ("manager", Status.FAILED),
+        ("w1", Status.CANCELLED),
+    }
+    assert "the team's run ended" in (next(t for t in tree if t.assignee == "w1").error or "")

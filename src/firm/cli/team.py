@@ -22,7 +22,7 @@ from firm.cli.common import (
 )
 from firm.errors import FirmError
 from firm.teams.files import load_team
-from firm.teams.run import collect, finished_run, open_run, submit
+from firm.teams.run import cancel_leftovers, collect, finished_run, open_run, submit
 from firm.teams.verbose import event_printer
 
 team_app = typer.Typer(
@@ -129,6 +129,7 @@ def run(
     finally:
         if unsubscribe is not None:
             unsubscribe()
+    cancel_leftovers(firm, root_id)
     _show(firm, root_id, json_mode)
 
 

@@ -29,7 +29,14 @@ from firm.api import Firm
 from firm.teams.build import build_spec, task_id
 from firm.teams.errors import TeamError, TeamFailed
 from firm.teams.members import DONE, FAILED, Agent, Task
-from firm.teams.run import TeamResult, collect, finished_run, open_run, submit
+from firm.teams.run import (
+    TeamResult,
+    cancel_leftovers,
+    collect,
+    finished_run,
+    open_run,
+    submit,
+)
 from firm.teams.spec import TeamSpec
 from firm.teams.verbose import event_printer
 
@@ -158,6 +165,7 @@ class Team:
             finally:
                 if unsubscribe is not None:
                     unsubscribe()
+            cancel_leftovers(firm, root_id)
             outcome = collect(firm, root_id)
         return self._finish(outcome, return_dict)
 
