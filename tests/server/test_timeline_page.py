@@ -97,13 +97,11 @@ def test_the_timeline_of_a_three_level_run(browser, served: ServedOffice) -> Non
     with client(served) as c:
         run = c.post("/api/tasks", json={"goal": "Launch an AI note-taking app"}).json()["id"]
 
-    # Mid-run: something is working, drawn as running, and the picture goes to the artifacts.
+    # Mid-run: something is working, drawn as running.
     expect(
         page.locator(".tl-bar[data-kind='session'][data-outcome='running']").first
     ).to_be_visible(timeout=30_000)
     expect(page.locator("#tl-caption")).to_have_attribute("data-run", run)
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "timeline-midrun.png"))
 
     wait_for_end(served, run)
     events = run_events(served, run)
@@ -182,7 +180,10 @@ def test_the_timeline_of_a_three_level_run(browser, served: ServedOffice) -> Non
     assert 0 < begun < len(sessions)
     expect(page.locator(".tl-bar[data-kind='session']")).to_have_count(begun)
     expect(page.locator("#tl-caption")).to_contain_text("Replay")
-    page.screenshot(path=str(ARTIFACTS / "timeline-replay.png"))
+    # The picture mid-run for the artifacts, from the replay: a live run can end before a
+    # loaded machine takes it.
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "timeline-midrun.png"))
     page.locator("#replay-end").click()
     expect(page.locator(".tl-bar[data-kind='session']")).to_have_count(len(sessions))
     page.locator("#replay-live").click()
