@@ -97,6 +97,7 @@ class Delegated(TypedDict):
     language: str
     parent_id: str
     grant: Grant | None
+    plan: NotRequired[str]  # the plan it waits for: not started until a person approves it
 
 
 class Started(TypedDict):
@@ -127,6 +128,7 @@ class Failed(TypedDict):
 class Cancelled(TypedDict):
     reason: str
     by: str
+    plan: NotRequired[str]  # cancelled because this plan was denied or timed out
 
 
 class Requeued(TypedDict):
@@ -184,7 +186,8 @@ class ApprovalRequested(TypedDict):
     summary: str
     rule: str  # the chart's entry that asked for it
     timeout_at: float | None
-    checked_seq: int
+    checked_seq: NotRequired[int]  # a call's: where its authority check stood in the log
+    subtasks: NotRequired[list[str]]  # a plan's (tool delegate_task): the subtasks it holds
 
 
 class ApprovalDecided(TypedDict):
@@ -373,7 +376,8 @@ def kinds_into(*statuses: Status) -> frozenset[EventKind]:
 
 # Groups readers use, derived so they cannot disagree with the catalogue.
 CREATION = frozenset(k for k, s in CATALOGUE.items() if s.creates)
-TO_TODO = kinds_into(Status.TODO)  # new work for the scheduler
+# New work for the scheduler; a decision may approve a plan, releasing its subtasks.
+TO_TODO = kinds_into(Status.TODO) | {EventKind.APPROVAL_DECIDED}
 ENDINGS = kinds_into(*(s for s in Status if s.terminal))
 
 

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from firm.errors import OrgChartError, Problem, some_of
 from firm.yamltext import load_plain
@@ -130,15 +138,30 @@ def parse_duration(value: Any) -> float:
 
 
 class ApprovalRule(_Strict):
-    """Calls to these tools wait for a person's approval; undecided after `timeout`, denied."""
+    """Calls to these tools wait for a person's approval; with `delegations: true`, so do the
+    delegations of each turn (a plan); `agents` narrows the rule to those agents. Undecided
+    after `timeout`, denied."""
 
-    tools: Annotated[list[str], Field(min_length=1, max_length=1000)]
+    tools: Annotated[list[str], Field(max_length=1000)] = Field(default_factory=list)
+    agents: Annotated[list[str], Field(max_length=100_000)] | None = None
+    delegations: bool = False
     timeout: float | None = None
 
     @field_validator("tools")
     @classmethod
     def _tool_patterns(cls, v: list[str]) -> list[str]:
         return _check_tool_patterns(v) or []
+
+    @model_validator(mode="after")
+    def _asks_for_something(self) -> ApprovalRule:
+        if not self.tools and not self.delegations:
+            raise ValueError(
+                "a rule needs `tools:` or `delegations: true` (what waits for a person)"
+            )
+        return self
+
+    def covers(self, agent_id: str) -> bool:
+        return self.agents is None or agent_id in self.agents
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -272,12 +295,25 @@ class OrgChart(_Strict):
         needs = [
             ApprovalNeed(f"approvals[{i}]", rule.timeout)
             for i, rule in enumerate(self.approvals)
-            if _matches(rule.tools, tool_name)
+            if _matches(rule.tools, tool_name) and rule.covers(agent_id)
         ]
         if self.has_agent(agent_id):
             for who in [agent_id, *self.chain_of_command(agent_id)]:
                 if _matches(self.agent(who).approvals, tool_name):
                     needs.append(ApprovalNeed(f"agent {who}", None))
+        if not needs:
+            return None
+        timeouts = [n.timeout for n in needs if n.timeout is not None]
+        return ApprovalNeed(needs[0].rule, min(timeouts) if timeouts else None)
+
+    def plan_for(self, agent_id: str) -> ApprovalNeed | None:
+        """Whether this agent's delegations wait for a person, a turn's worth at a time (a
+        plan): a rule with `delegations: true` that covers it. The shortest timeout applies."""
+        needs = [
+            ApprovalNeed(f"approvals[{i}]", rule.timeout)
+            for i, rule in enumerate(self.approvals)
+            if rule.delegations and rule.covers(agent_id)
+        ]
         if not needs:
             return None
         timeouts = [n.timeout for n in needs if n.timeout is not None]
@@ -470,6 +506,29 @@ def _structure_problems(
     return problems
 
 
+def _approval_agent_problems(
+    data: dict[str, Any], file: str, lines: dict[Path_, int]
+) -> list[Problem]:
+    """An `approvals:` rule's `agents:` must name agents of the chart."""
+    known = {agent_id for _, agent_id, _ in _reporting_lines(data)}
+    rules = data.get("approvals")
+    problems: list[Problem] = []
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
+        named = rule.get("agents") if isinstance(rule, dict) else None
+        for j, agent_id in enumerate(named if isinstance(named, list) else []):
+            if isinstance(agent_id, str) and agent_id not in known:
+                problems.append(
+                    Problem(
+                        file,
+                        lines.get(("approvals", i, "agents", j))
+                        or lines.get(("approvals", i, "agents")),
+                        f"approvals[{i}].agents[{j}]",
+                        f"{agent_id!r} names no agent (known: {some_of(sorted(known))})",
+                    )
+                )
+    return problems
+
+
 def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
     """Parse and validate an org chart from YAML text; every problem is reported at once."""
     try:
@@ -496,6 +555,7 @@ def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
         problems.extend(_pydantic_problems(err, file, lines))
     # Who reports to whom is checked on the raw entries too, so one run reports it all.
     problems.extend(_structure_problems(_reporting_lines(data), file, lines))
+    problems.extend(_approval_agent_problems(data, file, lines))
     if problems or org is None:
         raise OrgChartError(sorted(problems, key=lambda p: (p.line or 0, p.field)))
     org._lines = lines

@@ -27,6 +27,7 @@ from firm.events import EventKind
 from firm.org import AgentSpec, ApprovalNeed, OrgChart
 from firm.store.approvals import Approval, approval_outcome
 from firm.store.base import Event, NewTask, Store
+from firm.store.plans import plan_id, plan_of_turn
 from firm.tasks import Outcome, Priority, Status, Task, delegation_key, subtask_id
 from firm.tools.arguments import canonical_arguments
 from firm.tools.builtin import COMPLETE
@@ -64,6 +65,7 @@ class SessionCompany(Protocol):
     ) -> dict[str, Any]: ...
     def on_denial(self, task: Task, denial: Denial) -> bool: ...
     def approval_for(self, task: Task, tool: ToolDef) -> ApprovalNeed | None: ...
+    def plan_for(self, task: Task) -> ApprovalNeed | None: ...
 
 
 PendingEntries = list[tuple[str, str | None, str | None, dict[str, Any]]]
@@ -577,6 +579,7 @@ class Session(ToolContext):
             priority=prio,
             language=(language or self.task.language).strip() or self.task.language,
             grant=grant,
+            plan=self._plan_id(),
         )
         if self._batch is not None:
             # Written with the reply's other delegations when the batch closes; the id follows
@@ -591,6 +594,13 @@ class Session(ToolContext):
         if task_id not in self.delegated:
             self.delegated.append(task_id)
         return task_id
+
+    def _plan_id(self) -> str | None:
+        """The plan this turn's delegations wait for, when the chart puts them before a
+        person (store/plans.py); None when they start at once."""
+        if self.company.plan_for(self.task) is None:
+            return None
+        return plan_id(self.task.id, self.task.turn)
 
     def _delegate_now(self, items: list[tuple[PendingEntries, NewTask]]) -> list[str]:
         try:
@@ -682,6 +692,12 @@ class Session(ToolContext):
     # --- how the session ended -----------------------------------------------------------
 
     def final_outcome(self, final_text: str | None) -> Outcome:
+        outcome = self._final_outcome(final_text)
+        need = self.company.plan_for(self.task) if outcome.kind == "yielded" else None
+        # The turn's delegations wait for a person: the settle writes them as one plan.
+        return outcome if need is None else plan_of_turn(outcome, need.rule, need.timeout)
+
+    def _final_outcome(self, final_text: str | None) -> Outcome:
         if self.outcome is not None:
             return self.outcome
         if self.delegated:

@@ -143,6 +143,10 @@ class Outcome:
     result: str | None = None
     files: tuple[str, ...] = ()
     error: str | None = None
+    # A yielded turn whose delegations wait for a person (store/plans.py): the chart's rule
+    # that asks, and how long the plan may wait.
+    plan_rule: str | None = None
+    plan_timeout: float | None = None
 
     @classmethod
     def done(cls, result: str, files: tuple[str, ...] | list[str] = ()) -> Outcome:

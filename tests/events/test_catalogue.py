@@ -39,7 +39,14 @@ def test_every_kind_is_catalogued_and_fits_the_kind_column() -> None:
 
 def test_the_groups_follow_from_the_statuses() -> None:
     assert {EventKind.CREATED, EventKind.DELEGATED} == CREATION
-    assert {EventKind.CREATED, EventKind.DELEGATED, EventKind.WOKEN, EventKind.REQUEUED} == TO_TODO
+    # A decision may approve a plan, whose subtasks then wait for a worker.
+    assert {
+        EventKind.CREATED,
+        EventKind.DELEGATED,
+        EventKind.WOKEN,
+        EventKind.REQUEUED,
+        EventKind.APPROVAL_DECIDED,
+    } == TO_TODO
     assert {EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED} == ENDINGS
     assert {s.status for s in CATALOGUE.values()} - {None} == set(Status)
 

@@ -84,6 +84,9 @@ def test_a_sqlite_store_from_before_migrations_is_adopted_with_its_data(tmp_path
     with engine.begin() as conn:  # what firm wrote before it had migrations
         before = [t for t in schema.metadata.sorted_tables if t.name != "approvals"]
         schema.metadata.create_all(conn, tables=before)
+        # Nor the columns later revisions add (0003: a subtask's plan).
+        conn.execute(text("DROP INDEX ix_tasks_held_by_plan"))
+        conn.execute(text("ALTER TABLE tasks DROP COLUMN held_by_plan"))
         conn.execute(insert(schema.meta).values(key="schema_version", value="1"))
         conn.execute(insert(schema.chain_head).values(id=1, seq=0, hash="0" * 64))
     engine.dispose()

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from firm.audit.plans import plan_problems
 from firm.events import EventKind
 from firm.org import OrgChart
 
@@ -48,7 +49,9 @@ class _Decided:
 def approval_problems(
     entries: Iterable[_Entry], tree: set[str], assignees: dict[str, str], org: OrgChart | None
 ) -> tuple[list[str], int]:
-    """The problems found, and how many gated calls ran properly."""
+    """The problems found, and how many gated calls ran properly (and, among the problems,
+    those of approved delegations: audit/plans.py)."""
+    entries = list(entries)
     asked: dict[str, _Asked] = {}
     decided: dict[str, _Decided] = {}
     used: dict[str, int] = {}
@@ -97,7 +100,7 @@ def approval_problems(
             problems.append(f"entry {e.seq} ({tool} by {e.task_id}): {problem}")
         else:
             good += 1
-    return problems, good
+    return problems + plan_problems(entries, tree, org)[0], good
 
 
 def _approved(

@@ -85,6 +85,11 @@ class AuthorityPolicy:
         """Whether a granted call waits for a person first: the chart's `approvals:`."""
         return self.org.approval_for(task.assignee, tool.name)
 
+    def plan_for(self, task: Task) -> ApprovalNeed | None:
+        """Whether the task's delegations wait for a person, a turn at a time: the chart's
+        `approvals:` rules with `delegations: true`."""
+        return self.org.plan_for(task.assignee)
+
     def on_denial(self, task: Task, denial: Denial) -> bool:
         """Whether a denial revokes the node (and its subtree): the org's `on_denial` policy."""
         return self.org.on_denial == "revoke"

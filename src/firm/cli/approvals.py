@@ -13,6 +13,7 @@ from rich.markup import escape
 from firm.cli.common import DbOption, JsonOption, console, open_existing, print_json
 from firm.errors import FirmError
 from firm.store.approvals import APPROVED, DENIED, NOTE_MAX, PENDING, Approval
+from firm.store.plans import is_plan, plan_items
 
 
 def _who() -> str:
@@ -29,7 +30,7 @@ def approvals(
     db: DbOption = None,
     json_mode: JsonOption = False,
 ) -> None:
-    """List the tool calls waiting for a person's decision."""
+    """List the tool calls and plans (a turn's delegations) waiting for a person's decision."""
     with open_existing(db) as firm:
         items = firm.store.approvals(status=None if all_ else PENDING)
     if json_mode:
@@ -44,6 +45,8 @@ def approvals(
 
 def _line(a: Approval) -> str:
     args = escape(json.dumps(a.args, ensure_ascii=False, sort_keys=True))
+    if is_plan(a):
+        args = "a plan:" + "".join(_delegation(d) for d in plan_items(a))
     wait = ""
     if a.status == PENDING and a.timeout_at is not None:
         left = max(0, int(a.timeout_at - time.time()))
@@ -51,6 +54,16 @@ def _line(a: Approval) -> str:
     decided = f" · {a.status} by {escape(a.decided_by or '?')}" if a.status != PENDING else ""
     return (
         f"[bold]{a.id}[/] {escape(a.agent)} on {a.task_id}: {escape(a.tool)} {args}{wait}{decided}"
+    )
+
+
+def _delegation(d: dict[str, object]) -> str:
+    tools = d.get("tools")
+    shown = ", ".join(map(str, tools)) if isinstance(tools, list) else "as its role allows"
+    brief = str(d.get("brief") or "").replace("\n", " ")
+    return (
+        f"\n  → {escape(str(d.get('to')))}: {escape(str(d.get('title')))} [{d.get('task_id')}]"
+        f"\n    tools: {escape(shown)}\n    brief: {escape(brief)}"
     )
 
 
@@ -85,6 +98,17 @@ def _decide(
         decided = firm.store.decide_approval(approval_id.strip(), decision, _who(), note)
     if json_mode:
         print_json(decided.to_dict())
+    elif is_plan(decided):
+        n = len(plan_items(decided))
+        console.print(
+            f"{decided.id} {decided.status} by {escape(decided.decided_by or '')}: the plan of "
+            f"{decided.task_id} ({n} delegation(s)) "
+            + (
+                "— its subtasks may start now."
+                if decision == APPROVED
+                else "— its subtasks are cancelled; the agent is told why."
+            )
+        )
     else:
         console.print(
             f"{decided.id} {decided.status} by {escape(decided.decided_by or '')}: "

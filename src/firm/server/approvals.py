@@ -23,6 +23,11 @@ ApprovalId = Annotated[
 
 class ApprovalOut(BaseModel):
     id: str
+    kind: Literal["call", "plan"] = Field(
+        "call",
+        description="A tool call, or a plan: a turn's delegations, listed in args.delegations "
+        "(task_id, to, title, brief, tools)",
+    )
     task_id: str
     root_id: str
     agent: str

@@ -42,6 +42,9 @@ RUNNING = "running"  # claimed: the body is about to run, or ran and its result 
 RAN = "ran"
 INTERRUPTED = "interrupted"  # claimed, no result: the body may have run
 DECISIONS = (APPROVED, DENIED, TIMED_OUT, WITHDRAWN)
+# A plan (store/plans.py) is an approval of a turn's delegations: its tool is delegate_task,
+# which is never itself gated (the lifecycle tools are not), and it has no body to run.
+PLAN_TOOL = "delegate_task"
 NOTE_MAX = 4000
 
 
@@ -69,6 +72,7 @@ class Approval:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "kind": "plan" if self.tool == PLAN_TOOL else "call",
             "task_id": self.task_id,
             "root_id": self.root_id,
             "agent": self.agent,
@@ -90,6 +94,10 @@ class Approval:
 def approval_outcome(a: Approval) -> str:
     """What the agent is told of a decided call: its result, or why it did not run (as a
     tool error it can act on)."""
+    if a.tool == PLAN_TOOL:
+        from firm.store.plans import plan_outcome
+
+        return plan_outcome(a)
     call = f"{a.tool} ({a.summary})" if a.summary else a.tool
     who = a.decided_by or "someone"
     note = f" — {a.note}" if a.note else ""
@@ -302,7 +310,10 @@ class Approvals(TaskTree):
         if not task_ids:
             return
         rows = tx.conn.execute(
-            select(A).where(A.c.task_id.in_(task_ids), A.c.status.in_([PENDING, APPROVED]))
+            select(A).where(
+                A.c.task_id.in_(task_ids),
+                (A.c.status == PENDING) | ((A.c.status == APPROVED) & (A.c.tool != PLAN_TOOL)),
+            )
         ).all()
         if rows:
             self._decide(
@@ -326,7 +337,7 @@ class Approvals(TaskTree):
             ).all()
             claimed = tx.conn.execute(
                 update(A)
-                .where(A.c.task_id == task_id, A.c.status == APPROVED)
+                .where(A.c.task_id == task_id, A.c.status == APPROVED, A.c.tool != PLAN_TOOL)
                 .values(status=RUNNING, claimed_by=worker_id)
                 .returning(*A.c)
             ).all()

@@ -57,6 +57,7 @@ class NewTask:
     priority: Priority = Priority.NORMAL
     language: str = "en"
     grant: dict[str, Any] | None = None
+    plan: str | None = None  # the plan it waits for before it may start (store/plans.py)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from sqlalchemy import case, false, select, true, update
 
 from firm.events import EventKind
 from firm.store import schema
-from firm.store.approvals import Approvals
+from firm.store.plans import Plans
 from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
@@ -15,7 +15,7 @@ from firm.tasks import Status, Task
 T = schema.tasks
 
 
-class Cancellation(Approvals):
+class Cancellation(Plans):
     @retrying
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[Task]:
         with self._write() as tx:

@@ -15,6 +15,7 @@ from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
+from firm.store.plans import open_plan
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
@@ -80,6 +81,7 @@ class Delegation(TaskTree):
                             language=task.language,
                             parent_id=parent_id,
                             grant=task.grant,
+                            **({"plan": new.plan} if new.plan else {}),
                         )
                         results.append(DelegateResult(task, created=True))
                 return results
@@ -106,6 +108,7 @@ class Delegation(TaskTree):
                 )
                 return SettleResult(False, task)
             tx.pending.extend(events)  # the session's own record comes before its outcome
+            open_plan(tx, task, outcome)  # this turn's held delegations: one plan, or none
             woke: list[str] = []
             if outcome.kind in ("done", "failed"):
                 status = Status.DONE if outcome.kind == "done" else Status.FAILED

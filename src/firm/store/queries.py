@@ -117,14 +117,18 @@ WAKE = _wake()
 
 CLAIM_PICK = (
     select(T.c.id)
-    .where(T.c.status == str(Status.TODO))
+    .where(T.c.status == str(Status.TODO), T.c.held_by_plan.is_(None))  # not waiting for a plan
     .order_by(T.c.priority.desc(), T.c.created_at, T.c.id)
     .limit(bindparam("p_limit"))
 )
 CLAIM_PICK_SKIP_LOCKED = CLAIM_PICK.with_for_update(skip_locked=True)
 CLAIM = (
     update(T)
-    .where(T.c.id.in_(bindparam("p_ids", expanding=True)), T.c.status == str(Status.TODO))
+    .where(
+        T.c.id.in_(bindparam("p_ids", expanding=True)),
+        T.c.status == str(Status.TODO),
+        T.c.held_by_plan.is_(None),
+    )
     .values(
         status=str(Status.IN_PROGRESS),
         worker_id=bindparam("p_worker"),

@@ -110,8 +110,15 @@ class Reads(TaskTree):
 
     @retrying
     def counts(self, root_id: str | None = None) -> dict[str, int]:
-        q = select(T.c.status, func.count()).group_by(T.c.status)
+        """Tasks by status; `todo` subtasks waiting for their plan's approval are counted
+        apart, as `held` (no worker can take them, so they are not work to wait for)."""
+        held = T.c.held_by_plan.is_not(None)
+        q = select(T.c.status, held, func.count()).group_by(T.c.status, held)
         if root_id:
             q = q.where(T.c.root_id == root_id)
+        out: dict[str, int] = {}
         with self._read() as conn:
-            return {s: n for s, n in conn.execute(q)}
+            for s, is_held, n in conn.execute(q):
+                key = "held" if is_held and s == Status.TODO else s
+                out[key] = out.get(key, 0) + n
+        return out

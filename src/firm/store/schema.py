@@ -8,6 +8,7 @@ is the current shape, and a test checks that the migrations produce exactly it.
 Versions:
   1. runs, tasks (with grant, lease and usage columns), events (hash-chained), chain_head, meta.
      Revision 0002 adds the approvals table (older firms refuse the newer revision).
+     Revision 0003 adds tasks.held_by_plan (a subtask waiting for its plan's approval).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from sqlalchemy import (
 SCHEMA_VERSION = 1
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 
 metadata = MetaData()
 
@@ -78,6 +79,9 @@ tasks = Table(
     Column("calls", Integer, nullable=False, default=0),
     Column("prompt_tokens", Integer, nullable=False, default=0),
     Column("completion_tokens", Integer, nullable=False, default=0),
+    # The plan (an approval) a delegated subtask waits for; set, it is not claimed. Cleared in
+    # the transaction that approves the plan (store/plans.py).
+    Column("held_by_plan", String(32), index=True),
     Index("ix_tasks_claim", "status", "priority", "created_at"),
 )
 

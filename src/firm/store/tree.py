@@ -131,6 +131,7 @@ class TaskTree(SqlBase):
             "calls": 0,
             "prompt_tokens": 0,
             "completion_tokens": 0,
+            "held_by_plan": new.plan,
         }
         row = tx.conn.execute(Q.INSERT_TASK, {f"p_{k}": v for k, v in values.items()}).one()
         return task_from_row(row)
