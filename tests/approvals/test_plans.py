@@ -12,12 +12,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from firm.api import Firm
 from firm.audit.verify import verify_bundle
 from firm.errors import AlreadyDecided
 from firm.events import EventKind
+from firm.server import AccessPolicy, Office, OfficeServer
+from firm.server.access import parse_people
 from firm.tasks import Status
 from firm.testing import (
     ModelRequest,
@@ -30,6 +33,7 @@ from firm.testing import (
 )
 from tests.approvals.conftest import write_company
 from tests.audit.conftest import rehash
+from tests.support.cli import firm_cli
 
 PLAN_ORG = """\
 company: Plan Co
@@ -290,3 +294,49 @@ def test_a_worker_killed_after_the_approval_loses_nothing(
         assert firm.store.get_approval(plan.id).status == "approved"
         report = verify_bundle(firm.export_audit(root), firm.audit_key().public)
         assert report.verified, [c.line() for c in report.checks]
+
+
+def test_plans_through_the_api_and_the_cli(
+    tmp_path: Path, model: ScriptedModel, server: ModelServer
+) -> None:
+    seen: list[str] = []
+    _script(model, seen)
+    co = write_company(tmp_path / "co", org=PLAN_ORG)
+    office = Office(
+        co.org_path,
+        db=tmp_path / "firm.db",
+        brain="llm",
+        brain_options=server.brain_options(timeout=5.0),
+        workspace=tmp_path / "ws",
+        policy=AccessPolicy(
+            token="office-secret", reads_need_token=False, people=parse_people("alice:tok-a")
+        ),
+        heartbeat=0.1,
+    )
+    running = OfficeServer(office, "127.0.0.1", 0).start()
+    try:
+        with httpx.Client(base_url=running.url, timeout=30) as c:
+            alice = {"Authorization": "Bearer tok-a"}
+            root = c.post("/api/tasks", json={"goal": "Launch"}, headers=alice).json()["id"]
+            assert office.firm.run_until(root, timeout=30).status == Status.WAITING
+            (plan,) = c.get("/api/approvals").json()
+            assert plan["kind"] == "plan" and plan["tool"] == "delegate_task"
+            assert [d["to"] for d in plan["args"]["delegations"]] == ["cto", "cfo"]
+            # The CLI shows the same plan, each delegation with its brief and tools.
+            human = firm_cli("approvals", "--db", str(tmp_path / "firm.db"), cwd=tmp_path)
+            assert f"{plan['id']} ceo on {root}: a plan of 2 delegation(s)" in human.stdout
+            assert "→ cto: Build the site" in human.stdout and "tools: files.write" in human.stdout
+            r = c.post(
+                f"/api/approvals/{plan['id']}/deny", json={"reason": "not yet"}, headers=alice
+            )
+            assert r.status_code == 200 and r.json()["decided_by"] == "alice"
+            twice = c.post(f"/api/approvals/{plan['id']}/approve", headers=alice)
+            assert twice.status_code == 409
+            assert office.firm.run_until(root, timeout=30).status == Status.WAITING
+            assert "denied by alice — not yet" in seen[0]
+            (again,) = c.get("/api/approvals").json()
+        ok = firm_cli("approve", again["id"], "--db", str(tmp_path / "firm.db"), cwd=tmp_path)
+        assert ok.returncode == 0 and "its subtasks may start now" in ok.stdout, ok.stderr
+        assert office.firm.run_until(root, timeout=30).status == Status.DONE
+    finally:
+        running.stop()

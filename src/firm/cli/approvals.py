@@ -45,13 +45,17 @@ def approvals(
 
 def _line(a: Approval) -> str:
     args = escape(json.dumps(a.args, ensure_ascii=False, sort_keys=True))
-    if is_plan(a):
-        args = "a plan:" + "".join(_delegation(d) for d in plan_items(a))
     wait = ""
     if a.status == PENDING and a.timeout_at is not None:
         left = max(0, int(a.timeout_at - time.time()))
         wait = f" · denied in {left // 60} min unless decided"
     decided = f" · {a.status} by {escape(a.decided_by or '?')}" if a.status != PENDING else ""
+    if is_plan(a):
+        items = plan_items(a)
+        return (
+            f"[bold]{a.id}[/] {escape(a.agent)} on {a.task_id}: a plan of {len(items)} "
+            f"delegation(s){wait}{decided}" + "".join(_delegation(d) for d in items)
+        )
     return (
         f"[bold]{a.id}[/] {escape(a.agent)} on {a.task_id}: {escape(a.tool)} {args}{wait}{decided}"
     )
