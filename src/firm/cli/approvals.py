@@ -77,7 +77,8 @@ def approve(
     db: DbOption = None,
     json_mode: JsonOption = False,
 ) -> None:
-    """Approve a waiting call: it runs once, with exactly the arguments shown."""
+    """Approve a waiting call (it runs once, with exactly the arguments shown) or plan (its
+    subtasks may start)."""
     _decide(approval_id, APPROVED, note, db, json_mode)
 
 
@@ -87,7 +88,8 @@ def deny(
     db: DbOption = None,
     json_mode: JsonOption = False,
 ) -> None:
-    """Deny a waiting call: it does not run, and the agent is told why."""
+    """Deny a waiting call or plan: it does not run (a plan's subtasks are cancelled), and
+    the agent is told why."""
     if not reason.strip():
         raise typer.BadParameter("give a reason: the agent acts on it", param_hint="--reason")
     _decide(approval_id, DENIED, reason, db, json_mode)
