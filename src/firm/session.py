@@ -693,7 +693,7 @@ class Session(ToolContext):
 
     def final_outcome(self, final_text: str | None) -> Outcome:
         outcome = self._final_outcome(final_text)
-        need = self.company.plan_for(self.task) if outcome.kind == "yielded" else None
+        need = self.company.plan_for(self.task)
         # The turn's delegations wait for a person: the settle writes them as one plan.
         return outcome if need is None else plan_of_turn(outcome, need.rule, need.timeout)
 

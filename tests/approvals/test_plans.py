@@ -340,3 +340,16 @@ def test_plans_through_the_api_and_the_cli(
         assert office.firm.run_until(root, timeout=30).status == Status.DONE
     finally:
         running.stop()
+
+
+def test_a_manager_that_ends_its_task_leaves_no_subtask_waiting(
+    firm: Firm, model: ScriptedModel, server: ModelServer, go: Go
+) -> None:
+    model.when(agent="ceo").reply(
+        calls(delegate("cto", "Build the site", "A site."), complete("decided to stop here"))
+    )
+    root = go()
+    assert firm.run_until(root, timeout=30).status == Status.DONE
+    (sub,) = [t for t in firm.subtree(root) if t.id != root]
+    assert sub.status == Status.CANCELLED and "before its plan" in (sub.error or "")
+    assert firm.store.approvals() == [] and not server.requests_for("cto")

@@ -87,7 +87,8 @@ def plan_outcome(a: Approval) -> str:
 
 
 def plan_of_turn(outcome: Outcome, rule: str, timeout: float | None) -> Outcome:
-    """A yielded outcome that asks for its turn's held delegations to become a plan."""
+    """The outcome of a gated manager's session: yielded, its turn's held delegations become
+    a plan; done or failed, they are cancelled (no one is left to read their results)."""
     return Outcome(
         outcome.kind,
         outcome.result,
@@ -120,13 +121,23 @@ def _held(tx: Tx, pid: str) -> list[Any]:
 def open_plan(tx: Tx, task: Task, outcome: Outcome) -> int:
     """Within the settle of `task`'s turn: its held subtasks become one pending plan (when the
     turn yields and asked for one), or are cancelled (a turn that ended the task, or did not
-    ask, leaves no one to approve them). Returns how many subtasks wait for the plan."""
+    ask, leaves no one to approve them). Returns how many subtasks wait for the plan.
+
+    A session of a gated manager always names its rule (`plan_rule`); other settles look only
+    when the task failed (a crashed session cannot say), so the hot path costs no query."""
+    if outcome.plan_rule is None and outcome.kind != "failed":
+        return 0
     pid = plan_id(task.id, task.turn)
     rows = _held(tx, pid)
     if not rows:
         return 0
     if outcome.kind != "yielded" or outcome.plan_rule is None:
-        _cancel_held(tx, pid, "its delegator's turn ended without asking for the plan", "policy")
+        _cancel_held(
+            tx,
+            pid,
+            f"its delegator's task ended ({outcome.kind}) before its plan was put to a person",
+            "policy",
+        )
         return 0
     if tx.conn.execute(select(A.c.id).where(A.c.id == pid)).first() is not None:
         return len(rows)  # written by an earlier settle of this turn
