@@ -5,12 +5,14 @@ moment; and the critical path's walk itself, run in the page on runs built by ha
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from browser_kit import ARTIFACTS, ServedOffice, serve
+from office_kit import TOKEN, Running
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
@@ -321,4 +323,63 @@ def test_the_critical_path_follows_the_branch_that_ended_last(
     person = page.evaluate(CRITICAL, held_by_a_person())
     assert person["chain"] == ["R#1", "R~1", "R#2"]
     assert person["waits"] == [["R~1", True, 50]]
+    assert errors == []
+
+
+# --- a company of a hundred -------------------------------------------------------------------
+
+
+def big_company(folder: Path, n: int) -> Path:
+    """A CEO with nine reports, every other manager with ten: n agents in all."""
+    lines = ["company: Big Co", "max_concurrent: 8", "agents:"]
+    lines.append("  - {id: a0, name: Agent 0, title: Chief Executive Officer}")
+    made, queue = 1, [0]
+    while made < n:
+        boss = queue.pop(0)
+        for _ in range(9 if boss == 0 else 10):
+            if made < n:
+                lines.append(
+                    f"  - {{id: a{made}, name: Agent {made}, title: Staff, reports_to: a{boss}}}"
+                )
+                queue.append(made)
+                made += 1
+    path = folder / "big.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_hundred_agents_scroll_and_only_the_path_is_linked(
+    browser, fresh_office: Callable[..., Running], tmp_path: Path
+) -> None:
+    office = fresh_office(org=big_company(tmp_path, 120))
+    run = office.submit("Grow the business")["id"]
+    office.finish(run, timeout=300)
+    errors: list[str] = []
+    page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(office.url + f"/#token={TOKEN}")
+    expect(page.locator("#conn")).to_have_text("live")
+    page.get_by_role("tab", name="Timeline").click()
+    timeline = page.locator("#view-timeline")
+    expect(timeline).to_have_attribute("data-agents", "120")
+
+    # Only the rows in view (and a few around them) are in the page; scrolling brings the rest.
+    # Rows go depth first (a0, a1, a10, a100 … a109, a11, …), so a9's last report, a99, is last.
+    shown = page.locator(".tl-name").count()
+    assert 10 < shown < 60, shown
+    expect(page.locator('.tl-name[data-agent="a99"]')).to_have_count(0)
+    page.locator(".tl-frame").evaluate("(f) => { f.scrollTop = f.scrollHeight; }")
+    expect(page.locator('.tl-name[data-agent="a99"]')).to_be_visible()
+    expect(page.locator('.tl-name[data-agent="a0"]')).to_have_count(0)
+    expect(page.locator('.tl-bar[data-agent="a99"]').first).to_be_visible()
+
+    # With some 240 hand-offs, only the critical path's are drawn; hovering a bar adds its own.
+    expect(timeline).to_have_attribute("data-dense", "true")
+    page.locator(".tl-frame").evaluate("(f) => { f.scrollTop = 0; }")
+    expect(page.locator('.tl-name[data-agent="a0"]')).to_be_visible()
+    expect(page.locator(".tl-link.critical").first).to_be_attached()
+    assert page.locator(".tl-link:not(.critical)").count() == 0
+    page.locator('.tl-bar[data-kind="session"][data-agent="a1"]').first.hover()
+    expect(page.locator(".tl-link.hot-link").first).to_be_attached()
     assert errors == []
