@@ -46,6 +46,7 @@ class EventKind(StrEnum):
     REVOKED = "revoked"
     # what a session does
     THOUGHT = "thought"
+    TOOL_STARTED = "tool_started"
     TOOL_CALL = "tool_call"
     TOOL_DENIED = "tool_denied"
     TOOL_ERROR = "tool_error"
@@ -162,6 +163,20 @@ class ToolCall(TypedDict):
     error: NotRequired[str]
     superseded: NotRequired[bool]  # written after its session was cut off
     approval: NotRequired[str]  # the approval this call ran under
+    started_seq: NotRequired[int]  # the tool_started entry written before the body ran
+    interrupted: NotRequired[bool]  # the body's session was cut off: it may have run
+
+
+class ToolStarted(TypedDict):
+    """Written and committed before a body runs: no body runs without its record."""
+
+    tool: str
+    args_digest: str
+    summary: str
+    checked_seq: int
+    checked_at: float
+    limited_args: NotRequired[dict[str, Any]]
+    ceilings: NotRequired[dict[str, str]]
 
 
 class ToolDenied(TypedDict):
@@ -328,6 +343,11 @@ CATALOGUE: dict[EventKind, KindSpec] = {
         ),
         KindSpec(EventKind.REVOKED, "the task's authority was revoked", Revoked),
         KindSpec(EventKind.THOUGHT, "the agent's thinking", Thought),
+        KindSpec(
+            EventKind.TOOL_STARTED,
+            "a checked tool call is about to run (recorded before its body)",
+            ToolStarted,
+        ),
         KindSpec(EventKind.TOOL_CALL, "a tool ran", ToolCall),
         KindSpec(
             EventKind.TOOL_DENIED, "a tool call was refused by the authority check", ToolDenied

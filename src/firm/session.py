@@ -318,9 +318,19 @@ class Session(ToolContext):
             need = self.company.approval_for(self.task, tool)
             if need is not None:
                 return self._ask_approval(tool, canonical, record, need)
+        started = None if tool.lifecycle else self._log_started(record)
         content, ok = self._run_body(tool, args)
-        self._log_call(tool, record, content, ok)
+        self._log_call(tool, record, content, ok, started)
         return ToolResult(ok, content)
+
+    def _log_started(self, record: _Record) -> int:
+        """Write-ahead: the call's record is committed before its body runs, so no body runs
+        unrecorded — not even one whose session is killed, or whose store fails, before the
+        result can be written. A store that cannot take the record stops the call here."""
+        (started,) = self._write_events(
+            [(EventKind.TOOL_STARTED, self.task.id, self.agent_id, dict(record.data))]
+        )[-1:]
+        return started.seq
 
     def _run_body(self, tool: ToolDef, args: dict[str, Any]) -> tuple[str, bool]:
         """The body, after its check; what the model is given back is what the log's digest
@@ -490,13 +500,17 @@ class Session(ToolContext):
         )
         return ToolResult(False, f"error: {message}")
 
-    def _log_call(self, tool: ToolDef, record: _Record, content: str, ok: bool) -> None:
+    def _log_call(
+        self, tool: ToolDef, record: _Record, content: str, ok: bool, started: int | None
+    ) -> None:
         data = {
             **record.data,
             "allowed": True,
             "ok": ok,
             "result_digest": digest(content),
         }
+        if started is not None:
+            data["started_seq"] = started
         if not ok:
             data["error"] = content[:500]
         entry = (EventKind.TOOL_CALL, self.task.id, self.agent_id, data)
@@ -680,10 +694,9 @@ class Session(ToolContext):
 
     def _write_events(
         self, entries: list[tuple[str, str | None, str | None, dict[str, Any]]]
-    ) -> None:
+    ) -> list[Event]:
         pending = self.take_deferred() + entries
-        if pending:
-            self.store.append_events(pending)
+        return self.store.append_events(pending) if pending else []
 
     def wrote_file(self, path: str) -> None:
         if path not in self.files_written:

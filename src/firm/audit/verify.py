@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from firm.audit.approvals import approval_problems
 from firm.audit.export import DISCLOSED_KINDS, FORMAT
 from firm.audit.keys import public_text, signature_valid
+from firm.audit.writeahead import check_write_ahead
 from firm.authority import grants as g
 from firm.authority.check import EXEMPT_FROM_EXPIRY
 from firm.authority.scopes import allows
@@ -425,13 +426,15 @@ def _containment(
         problem = _contained(e, previous, nodes, revoked_at, ended_at, org)
         if problem:
             problems.append(f"entry {e.seq} ({e.data.get('tool')} by {tid}): {problem}")
+    recorded = check_write_ahead(entries, tree)
+    problems.extend(recorded.problems)
     if problems:
         return Check("containment", FAIL, "; ".join(problems[:5]) + _more(problems))
     return Check(
         "containment",
         PASS,
         f"{allowed} allowed call(s), each within its node's grant, before any revocation "
-        f"or expiry; {denied} denial(s) logged",
+        f"or expiry; {denied} denial(s) logged; {recorded.summary()}",
     )
 
 

@@ -33,6 +33,7 @@ from firm.brains import Brain
 from firm.clock import SYSTEM_CLOCK, Clock
 from firm.engine.brief import build_brief
 from firm.engine.company import Company
+from firm.engine.interrupted import answer_interrupted, describe_interrupted
 from firm.engine.runs import prepare_run
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
@@ -437,7 +438,10 @@ class Engine:
             # brief then tells the agent how each call it asked for came out.
             session.run_approved()
             asked = self.store.approvals(task_id=task.id)
-            session.brief = build_brief(task, company.org, subtasks, asked)
+            cut_off = answer_interrupted(self.store, task)
+            session.brief = "\n\n".join(
+                [build_brief(task, company.org, subtasks, asked), *describe_interrupted(cut_off)]
+            )
             text = company.brain_for(task.assignee).run(session)
             stopping = cancel.is_set() and self._stop.is_set()
             outcome = None if stopping else session.final_outcome(text)
