@@ -140,6 +140,7 @@ def test_approve_starts_the_subtasks_and_not_before(
 
     report = verify_bundle(firm.export_audit(root), firm.audit_key().public)
     assert report.verified, [c.line() for c in report.checks]
+    assert "2 subtask(s) of gated managers started after" in report.check("approvals").detail
 
 
 def test_deny_cancels_the_subtasks_and_the_reason_reaches_the_model(

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from firm.audit.approvals import approval_problems
 from firm.audit.export import DISCLOSED_KINDS, FORMAT
 from firm.audit.keys import public_text, signature_valid
+from firm.audit.plans import plan_problems
 from firm.audit.writeahead import check_write_ahead
 from firm.authority import grants as g
 from firm.authority.check import EXEMPT_FROM_EXPIRY
@@ -384,13 +385,16 @@ def _approvals(
 ) -> Check:
     assignees = {tid: n.assignee for tid, n in nodes.items()}
     problems, good = approval_problems(entries, tree, assignees, org)
+    held, started = plan_problems(entries, tree, org)  # approved delegations
+    problems += held
     if problems:
         return Check("approvals", FAIL, "; ".join(problems[:5]) + _more(problems))
+    plans = f"; {started} subtask(s) of gated managers started after their plan's approval"
     return Check(
         "approvals",
         PASS,
         f"{good} approval-gated call(s) ran, each once, after a person approved exactly its "
-        "arguments before any timeout",
+        "arguments before any timeout" + (plans if started else ""),
     )
 
 
