@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from firm.errors import OrgChartError, Problem, some_of
+from firm.pricing import MAX_PRICED_MODELS, ModelPrice
 from firm.yamltext import load_plain
 
 AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -58,6 +59,11 @@ class LLMConfig(_Strict):
     # Send tool schemas as strict JSON schemas (OpenAI and compatible servers that support it
     # then guarantee arguments match); off by default, as many local servers reject it.
     strict_tools: bool | None = None
+    # USD per million tokens by model name, for the office's cost estimates; the company's
+    # block only (an agent's `llm:` is refused it), and never sent to a model.
+    prices: Annotated[dict[ShortText, ModelPrice], Field(max_length=MAX_PRICED_MODELS)] | None = (
+        None
+    )
 
     def merged(self, override: LLMConfig | None) -> LLMConfig:
         if override is None:
@@ -212,6 +218,13 @@ class AgentSpec(_Strict):
     @classmethod
     def _tool_patterns(cls, v: list[str] | None) -> list[str] | None:
         return _check_tool_patterns(v)
+
+    @field_validator("llm")
+    @classmethod
+    def _no_prices(cls, v: LLMConfig | None) -> LLMConfig | None:
+        if v is not None and v.prices is not None:
+            raise ValueError("prices belong in the company's llm block, not an agent's")
+        return v
 
 
 class OrgChart(_Strict):

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from firm import streams
 from firm.audit import recordable
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, GrantError, remaining_budget
@@ -225,6 +226,9 @@ class Session(ToolContext):
         self.last_text = text
         text = recordable.text(text, THOUGHT_LIMIT)
         self.store.append_events([(EventKind.THOUGHT, self.task.id, self.agent_id, {"text": text})])
+
+    def stream(self, text: str) -> None:
+        streams.publish(self.store, self.agent_id, self.task_id, text)
 
     def record_usage(self, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
         self._tokens_used += prompt_tokens + completion_tokens

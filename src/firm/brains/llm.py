@@ -35,7 +35,9 @@ DEFAULT_TIMEOUT = 300.0
 NO_KEY = "firm-no-key"  # sent to a self-hosted server that needs none (Ollama, llama.cpp, …)
 
 # Options that override the org chart's llm settings for every agent of the run.
-CHART_FIELDS = tuple(f for f in LLMConfig.model_fields if f not in ("base_url", "api_key_env"))
+CHART_FIELDS = tuple(
+    f for f in LLMConfig.model_fields if f not in ("base_url", "api_key_env", "prices")
+)
 
 
 @dataclass(frozen=True)

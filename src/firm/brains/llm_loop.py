@@ -64,7 +64,8 @@ def _tokens(chars: int) -> int:
 
 
 class _Thoughts:
-    """Passes the model's text on to the activity log a paragraph at a time."""
+    """Passes the model's text on to the activity log a paragraph at a time, and to live
+    watchers as it arrives."""
 
     def __init__(self, session: Session):
         self.session = session
@@ -79,10 +80,14 @@ class _Thoughts:
             if cut > 0:
                 self.session.think(self.buffer[:cut])
                 self.buffer = self.buffer[cut:].lstrip()
+        # Watchers see the paragraph as it is written; the log gets it when it is whole.
+        self.session.stream(self.buffer)
 
     def flush(self) -> None:
         if self.buffer.strip():
-            self.session.think(self.buffer)
+            self.session.think(self.buffer)  # watchers drop the stream when this lands
+        elif self.buffer:
+            self.session.stream("")
         self.buffer = ""
 
 

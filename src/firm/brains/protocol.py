@@ -118,6 +118,12 @@ class Session(Protocol):
         """Put what the agent is thinking in the activity log."""
         ...
 
+    def stream(self, text: str) -> None:
+        """The paragraph the agent is writing, so far, for people watching live (a desk in
+        the office); "" once it is in the log through think(). Never logged; a no-op where
+        nothing listens."""
+        ...
+
     def log(self, kind: str, data: Mapping[str, Any]) -> None:
         """Append one activity event about this task (a kind from firm.events)."""
         ...

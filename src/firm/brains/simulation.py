@@ -61,6 +61,7 @@ def _may_write(session: Session) -> bool:
 # A failure travels up the tree; each level quotes only the first reason, cut short, so the
 # root's reason stays a line or two however deep the tree is.
 REASON_CHARS = 240
+STREAM_RATE = 10  # updates a second while a simulated agent writes
 
 
 def failure_summary(failed: list[Task]) -> str:
@@ -148,8 +149,15 @@ class SimulationBrain:
         return None
 
     def run(self, session: Session) -> str | None:
-        session.sleep(self.latency)
-        if session.task.turn == 0:
+        task = session.task
+        delegating = task.turn == 0 and bool(session.reports) and not self._should_fail(session)
+        # The turn's latency is spent writing: the thought a delegating manager logs, or a
+        # line about the work, streams to a watched desk word by word, as a model's would.
+        if self.latency > 0:
+            self._write(session, self._plan(session) if delegating else self._working(session))
+            if not delegating:
+                session.stream("")  # a line about the work: it goes to no log
+        if task.turn == 0:
             reason = self._should_fail(session)
             if reason:
                 session.call("fail_task", {"reason": reason})
@@ -159,14 +167,33 @@ class SimulationBrain:
             return self._deliver(session)
         return self._merge(session)
 
+    def _write(self, session: Session, pieces: list[str]) -> None:
+        # The first piece names the goal, so even the first words on a desk say what they
+        # are about.
+        steps = max(1, min(len(pieces), int(self.latency * STREAM_RATE)))
+        for step in range(1, steps + 1):
+            session.stream(" ".join(pieces[: max(1, round(len(pieces) * step / steps))]))
+            session.sleep(self.latency / steps)
+
+    def _plan(self, session: Session) -> list[str]:
+        reports = session.reports
+        names = ", ".join(f"{r.name} ({work_area(r)})" for r in reports).split(" ")
+        goal = goal_of(session.task.title)
+        return [f"Splitting '{goal}'", "among", str(len(reports)), "reports:", *names]
+
+    def _working(self, session: Session) -> list[str]:
+        task = session.task
+        goal = goal_of(task.title)
+        if task.turn > 0:
+            return [f"Reading my reports' results on '{goal}'", "and", "merging", "them."]
+        area = work_area(session.agent).lower()
+        return [f"Working out the {area} for '{goal}',", "first", "things", "first."]
+
     def _delegate(self, session: Session) -> None:
         task, me = session.task, session.agent
         goal = goal_of(task.title)
         reports = session.reports
-        session.think(
-            f"Splitting '{goal}' among {len(reports)} reports: "
-            + ", ".join(f"{r.name} ({work_area(r)})" for r in reports)
-        )
+        session.think(" ".join(self._plan(session)))  # a desk's stream ends when it lands
         for report in reports:
             area = work_area(report)
             description = (

@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,8 @@ class EventHub:
         self._floor = 0  # the buffer holds every event with seq > _floor, up to _last
         self._last = 0
         self._notes: dict[str, AgentNote] = {}
+        # Told of every thought that lands (agent, task): a desk's live stream ends there.
+        self.on_thought: Callable[[str, str], None] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -150,6 +152,8 @@ class EventHub:
                 note = self._notes.setdefault(e.agent, AgentNote())
                 note.thought, note.thought_at = str(e.data.get("text", "")), e.ts
                 note.thought_task = e.task_id
+                if self.on_thought is not None and e.task_id:
+                    self.on_thought(e.agent, e.task_id)
             elif e.kind in _ACTIONS and e.data.get("tool") not in LIFECYCLE:
                 note = self._notes.setdefault(e.agent, AgentNote())
                 summary = e.data.get("summary") or ""

@@ -144,6 +144,15 @@ class AgentOut(BaseModel):
     reports: list[str]
     tools: list[str]
     instructions: str
+    model: str | None = Field(
+        None, description="The model the agent runs on, when the chart or the office says."
+    )
+
+
+class PriceOut(BaseModel):
+    input: float = Field(description="USD per million prompt tokens.")
+    output: float = Field(description="USD per million completion tokens.")
+    cached_input: float | None = Field(description="USD per million cached prompt tokens.")
 
 
 class OrgOut(BaseModel):
@@ -154,6 +163,10 @@ class OrgOut(BaseModel):
     agents: list[AgentOut]
     brain: str = Field(description="The brain new goals run with.")
     workspace: str = Field(description="The folder new goals' files go to.")
+    prices: dict[str, PriceOut] = Field(
+        default_factory=dict,
+        description="The chart's `llm.prices` by model, for cost estimates; empty when unpriced.",
+    )
 
 
 class ErrorOut(BaseModel):

@@ -18,7 +18,9 @@ from firm.brains import make_brain
 from firm.engine import resolve_workspace
 from firm.errors import FirmError, TaskNotFound, some_of
 from firm.org import OrgChart, load_org
+from firm.pricing import Prices, estimate, prices_view
 from firm.server.access import AccessPolicy
+from firm.server.desk_streams import DeskStreams
 from firm.server.hub import EventHub
 from firm.store import SqlStore
 from firm.tasks import OPEN, Task
@@ -54,6 +56,8 @@ class Office:
             db, max_concurrent=max_concurrent or self.org.max_concurrent, heartbeat=heartbeat
         )
         self.hub = EventHub(self.firm.store)
+        self.streams = DeskStreams()  # what desks' agents are writing now, live only
+        self.hub.on_thought = self.streams.landed
         self._workspaces: dict[str, Workspace] = {}
         self._workspaces_lock = threading.Lock()
 
@@ -65,11 +69,13 @@ class Office:
 
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the engine (which also recovers work a dead process left) and the hub."""
+        self.streams.start(self.store, loop)
         self.firm.engine.start()
         self.hub.start(loop)
 
     def close(self) -> None:
         self.hub.stop()
+        self.streams.stop()
         self.firm.close()  # running sessions are handed back to todo, resumable
 
     # --- steering ------------------------------------------------------------------------
@@ -139,12 +145,33 @@ class Office:
                     "reports": [r.id for r in org.reports(a.id)],
                     "tools": org.tools_of(a.id),
                     "instructions": a.instructions,
+                    "model": self.model_of(a.id),
                 }
                 for a in org.agents
             ],
             "brain": self.brain,
             "workspace": str(self.workspace.root),
+            "prices": prices_view(self.prices),
         }
+
+    @property
+    def prices(self) -> Prices | None:
+        return self.org.llm.prices if self.org.llm else None
+
+    def model_of(self, agent_id: str) -> str | None:
+        """The model an agent's calls are priced at, settled as the llm brain settles it:
+        the agent's own, the office's --model, the company's."""
+        own = self.org.agent(agent_id).llm if self.org.has_agent(agent_id) else None
+        company = self.org.llm
+        option = self.brain_options.get("model")
+        for model in (own and own.model, option, company and company.model):
+            if isinstance(model, str) and model.strip():
+                return model.strip()
+        return None
+
+    def cost(self, agent_id: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """The estimated cost of an agent's usage, None when its model has no price."""
+        return estimate(self.prices, self.model_of(agent_id), prompt_tokens, completion_tokens)
 
     def snapshot_tasks(self) -> list[Task]:
         """Every open task and the newest ones, with the goals (roots) they belong to."""

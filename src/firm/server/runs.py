@@ -13,6 +13,14 @@ from pydantic import BaseModel, Field
 from firm.server.models import EventOut, StatusName, error_responses
 from firm.server.office import Office
 from firm.server.routes import TaskId, read_guard
+from firm.store.runs import RunSummary
+
+
+class AgentUsageOut(BaseModel):
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None = Field(description="Estimated USD from the chart's llm.prices, if priced.")
 
 
 class RunOut(BaseModel):
@@ -32,6 +40,13 @@ class RunOut(BaseModel):
     calls: int = Field(description="Model calls made by the tree's sessions.")
     prompt_tokens: int
     completion_tokens: int
+    cost: float | None = Field(
+        description="Estimated USD from the chart's `llm.prices`; null when a model that made "
+        "calls has no price."
+    )
+    agents: dict[str, AgentUsageOut] = Field(
+        description="Model usage per agent (desk) that made calls in the run."
+    )
 
 
 class RunPage(BaseModel):
@@ -64,25 +79,7 @@ def build_router(office: Office) -> APIRouter:
         rows = store.run_summaries(limit=limit + 1, offset=offset)
         more = len(rows) > limit
         return RunPage(
-            runs=[
-                RunOut(
-                    id=s.root.id,
-                    title=s.root.title,
-                    status=str(s.root.status),  # type: ignore[arg-type]
-                    assignee=s.root.assignee,
-                    created_at=s.root.created_at,
-                    started_at=s.root.started_at,
-                    finished_at=s.root.finished_at,
-                    result=s.root.result,
-                    error=s.root.error,
-                    tasks=s.tasks,
-                    counts=s.counts,
-                    calls=s.calls,
-                    prompt_tokens=s.prompt_tokens,
-                    completion_tokens=s.completion_tokens,
-                )
-                for s in rows[:limit]
-            ],
+            runs=[_run_out(office, s) for s in rows[:limit]],
             limit=limit,
             offset=offset,
             next_offset=offset + limit if more else None,
@@ -113,3 +110,39 @@ def build_router(office: Office) -> APIRouter:
         )
 
     return router
+
+
+def _run_out(office: Office, s: RunSummary) -> RunOut:
+    agents = {
+        agent: AgentUsageOut(
+            calls=calls,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=office.cost(agent, prompt, completion),
+        )
+        for agent, (calls, prompt, completion) in s.by_agent.items()
+    }
+    # A run with unpriced calls has no honest total; in a priced office one without calls
+    # cost nothing.
+    costs = [a.cost for a in agents.values()]
+    total: float | None = None
+    if office.prices is not None and all(c is not None for c in costs):
+        total = sum(c for c in costs if c is not None)
+    return RunOut(
+        id=s.root.id,
+        title=s.root.title,
+        status=str(s.root.status),  # type: ignore[arg-type]
+        assignee=s.root.assignee,
+        created_at=s.root.created_at,
+        started_at=s.root.started_at,
+        finished_at=s.root.finished_at,
+        result=s.root.result,
+        error=s.root.error,
+        tasks=s.tasks,
+        counts=s.counts,
+        calls=s.calls,
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.completion_tokens,
+        cost=total,
+        agents=agents,
+    )

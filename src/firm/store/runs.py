@@ -27,6 +27,8 @@ class RunSummary:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # agent -> (calls, prompt tokens, completion tokens) over its tasks in the tree
+    by_agent: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def tasks(self) -> int:
@@ -48,26 +50,31 @@ def run_summaries(conn: Connection, limit: int, offset: int) -> list[RunSummary]
     if not roots:
         return []
     totals: dict[str, dict[str, Any]] = {
-        r.id: {"counts": {}, "calls": 0, "prompt": 0, "completion": 0} for r in roots
+        r.id: {"counts": {}, "calls": 0, "prompt": 0, "completion": 0, "agents": {}} for r in roots
     }
     rows = conn.execute(
         select(
             T.c.root_id,
             T.c.status,
+            T.c.assignee,
             func.count(),
             func.sum(T.c.calls),
             func.sum(T.c.prompt_tokens),
             func.sum(T.c.completion_tokens),
         )
         .where(T.c.root_id.in_(list(totals)))
-        .group_by(T.c.root_id, T.c.status)
+        .group_by(T.c.root_id, T.c.status, T.c.assignee)
     )
-    for root_id, status, n, calls, prompt, completion in rows:
+    for root_id, status, assignee, n, calls, prompt, completion in rows:
         t = totals[root_id]
-        t["counts"][status] = n
-        t["calls"] += calls or 0
-        t["prompt"] += prompt or 0
-        t["completion"] += completion or 0
+        calls, prompt, completion = calls or 0, prompt or 0, completion or 0
+        t["counts"][status] = t["counts"].get(status, 0) + n
+        t["calls"] += calls
+        t["prompt"] += prompt
+        t["completion"] += completion
+        if calls or prompt or completion:
+            c0, p0, o0 = t["agents"].get(assignee, (0, 0, 0))
+            t["agents"][assignee] = (c0 + calls, p0 + prompt, o0 + completion)
     return [
         RunSummary(
             root=r,
@@ -75,6 +82,7 @@ def run_summaries(conn: Connection, limit: int, offset: int) -> list[RunSummary]
             calls=totals[r.id]["calls"],
             prompt_tokens=totals[r.id]["prompt"],
             completion_tokens=totals[r.id]["completion"],
+            by_agent=totals[r.id]["agents"],
         )
         for r in roots
     ]

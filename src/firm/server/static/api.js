@@ -91,10 +91,11 @@ export const api = {
  * sequence number it saw, so nothing is missed; gives up only when the token is refused.
  */
 export class Live {
-  constructor({ onSnapshot, onEvents, onState }) {
+  constructor({ onSnapshot, onEvents, onState, onStream }) {
     this.onSnapshot = onSnapshot;
     this.onEvents = onEvents;
     this.onState = onState;
+    this.onStream = onStream;
     this.seq = null;
     this.retry = 0;
     this.socket = null;
@@ -104,7 +105,8 @@ export class Live {
   connect() {
     this.stopped = false;
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const after = this.seq == null ? "" : `?after=${this.seq}`;
+    // streams=1: what agents are writing now, live only (onStream), between the log's events.
+    const after = this.seq == null ? "?streams=1" : `?streams=1&after=${this.seq}`;
     const protocols = ["firm"];
     const t = token();
     if (t && /^[\w.~-]+$/.test(t)) protocols.push(`token.${t}`);
@@ -119,6 +121,8 @@ export class Live {
         this.onState("live");
         if (this.seq == null) this.seq = data.seq;
         this.onSnapshot(data);
+      } else if (data.type === "stream") {
+        this.onStream?.(data.desks);
       } else if (data.type === "events" && data.events.length) {
         const fresh = data.events.filter((e) => this.seq == null || e.seq > this.seq);
         if (fresh.length) {

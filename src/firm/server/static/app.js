@@ -11,6 +11,7 @@ import { renderOrgChart } from "./orgchart.js";
 import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
 import { Timeline } from "./timeline.js";
+import { formatCost, runUsage, usageText } from "./cost.js";
 import { clip, debounce, duration, el, perFrame, STATUS_ICON, STATUS_LABEL } from "./util.js";
 
 takeTokenFromAddress();
@@ -75,18 +76,20 @@ const redraw = perFrame(() => {
 
 function renderProgress() {
   const chips = progressChips(shown()).slice(0, 4);
-  const key = chips.map((c) => `${c.root.id}:${c.finished}/${c.total}`).join(",");
+  for (const c of chips) c.spent = runUsage(shown(), c.root.id);
+  const key = chips.map((c) => `${c.root.id}:${c.finished}/${c.total}:${usageText(c.spent.usage, c.spent.cost)}`).join(",");
   const list = $("progress");
   if (list.dataset.key === key) return;
   list.dataset.key = key;
   list.replaceChildren(
-    ...chips.map(({ root, finished, total }) =>
+    ...chips.map(({ root, finished, total, spent }) =>
       el(
         "li",
         { dataset: { run: root.id } },
-        el("button", { type: "button", class: "chip", title: root.title, onclick: () => openTask(root.id) },
+        el("button", { type: "button", class: "chip", title: [root.title, usageText(spent.usage, spent.cost)].filter(Boolean).join("\n"), onclick: () => openTask(root.id) },
           el("span", { class: "chip-title" }, clip(root.title, 28)),
           el("b", {}, `${finished}/${total}`),
+          spent.cost !== null && spent.usage.calls ? el("span", { class: "chip-cost" }, formatCost(spent.cost)) : null,
         ),
       ),
     ),
@@ -145,6 +148,10 @@ const live = new Live({
     banner.consider(company, fresh);
     redraw();
   },
+  onStream(desks) {
+    company.stream(desks);
+    if (!replay) redraw();
+  },
   onState(state, reason) {
     const label = { connecting: "connecting…", reconnecting: "reconnecting…", live: "live", locked: "needs the access token" }[state];
     const conn = $("conn");
@@ -166,7 +173,8 @@ const refreshRuns = debounce(async () => {
     const { runs } = await api.runs(100);
     const options = [el("option", { value: "" }, "Live: everything, as it happens")];
     for (const r of runs) {
-      options.push(el("option", { value: r.id }, `${STATUS_ICON[r.status]} Replay “${clip(r.title, 60)}” · ${r.id}`));
+      const spent = usageText({ calls: r.calls, prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens }, r.cost);
+      options.push(el("option", { value: r.id }, `${STATUS_ICON[r.status]} Replay “${clip(r.title, 60)}” · ${r.id}${spent ? ` · ${spent}` : ""}`));
     }
     runPick.replaceChildren(...options);
     runPick.value = replay?.runId ?? "";

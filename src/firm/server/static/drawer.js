@@ -2,6 +2,7 @@
 // The file viewer opens on top of it.
 
 import { api } from "./api.js";
+import { usageLines } from "./cost.js";
 import { avatar, clip, clock, debounce, el, elapsed, markdown, OPEN, STATUS_ICON, statusPill } from "./util.js";
 
 export class Drawer {
@@ -140,7 +141,7 @@ export class Drawer {
         fact("Created", clock(task.created_at)),
         task.started_at ? fact("Time", elapsed(task, company.now())) : null,
         task.attempts > 1 ? fact("Sessions", task.attempts) : null,
-        task.usage?.calls ? fact("Model calls", `${task.usage.calls} (${task.usage.prompt_tokens + task.usage.completion_tokens} tokens)`) : null,
+        ...usageFacts(company, task),
       ),
       actions,
     );
@@ -249,6 +250,10 @@ export class Drawer {
 
 function fact(term, value) {
   return el("div", {}, el("dt", {}, term), el("dd", {}, String(value)));
+}
+
+function usageFacts(company, task) {
+  return usageLines(company, task).map(([term, value]) => fact(term, value));
 }
 
 function section(title, ...content) {

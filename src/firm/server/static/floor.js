@@ -1,12 +1,15 @@
 // The office floor: a room per team (its manager's desk first), a desk per agent, and the
 // paperwork flying between desks: delegations down, results back up.
 
+import { usageByDesk, usageText } from "./cost.js";
 import { KIND } from "./kinds.js";
 import { avatar, clip, el, reducedMotion } from "./util.js";
 
 const MAX_FLIGHTS = 24;
 
 const agent_name = (company, id) => company.agent(id).name;
+// The end of a text being written: its newest words are the ones to see.
+const tail = (text, n) => (text.length > n ? `…${text.slice(-n).replace(/^\S*\s/, "")}` : text);
 
 export class Floor {
   constructor(root, company, { onOpenTask }) {
@@ -93,6 +96,9 @@ export class Floor {
     const thought = el("p", { class: "desk-thought empty" }, thoughtText);
     const action = el("p", { class: "desk-action empty" });
     const more = el("span", { class: "desk-more empty" });
+    // Model calls, tokens and cost in the run of the desk's task: on the status line, so the
+    // desk keeps its size whether or not it has any.
+    const usage = el("span", { class: "desk-usage empty" });
     const face = avatar(agent, "lg");
     const node = el(
       "article",
@@ -107,21 +113,24 @@ export class Floor {
         el("span", { class: "desk-face" }, face, el("span", { class: "dot", "aria-hidden": "true" })),
         el("div", { class: "who" }, el("h4", {}, agent.name), el("p", {}, agent.title)),
       ),
-      el("div", { class: "desk-status" }, el("div", { class: "desk-line" }, state, more), doing),
+      el("div", { class: "desk-status" }, el("div", { class: "desk-line" }, state, more, usage), doing),
       thought,
       action,
     );
-    this.desks.set(agent.id, { node, face, state, more, doing, thought, thoughtText, action, shown: {} });
+    this.desks.set(agent.id, { node, face, state, more, usage, doing, thought, thoughtText, action, shown: {} });
     return node;
   }
 
   render() {
     this.build();
     const desks = this.company.desks();
+    const spent = usageByDesk(this.company);
     for (const [id, d] of desks) {
       const desk = this.desks.get(id);
       if (!desk) continue;
       const note = this.company.notes.get(id) || {};
+      const run = d.task ? spent.get(id)?.get(d.task.root_id) : null;
+      const usage = run ? usageText(run.usage, run.cost, { short: true }) : "";
       const label =
         d.state === "working"
           ? "Working"
@@ -132,7 +141,10 @@ export class Floor {
               : "Idle";
       const task = d.task;
       const busy = d.state === "working" || d.state === "waiting";
-      const key = `${d.state}|${label}|${task?.id}|${task?.status}|${task?.title}|${note.thought_at}|${note.action_at}|${d.held}`;
+      // What the agent is writing now, while it is about the task this desk shows.
+      const live = this.company.streams.get(id);
+      const streaming = live && task && live.task === task.id && d.state === "working" ? live.text : "";
+      const key = `${d.state}|${label}|${task?.id}|${task?.status}|${task?.title}|${note.thought_at}|${note.action_at}|${d.held}|${usage}|${streaming}`;
       if (desk.shown.key === key) continue;
       desk.shown.key = key;
       desk.node.dataset.state = d.state;
@@ -160,9 +172,12 @@ export class Floor {
       // A thought or action belongs to the task it was about: never shown under another one.
       const about = (taskId, ts) =>
         task && (taskId ? taskId === task.id : ts && ts >= (task.started_at ?? task.created_at) - 1);
-      const thought = note.thought && about(note.thought_task, note.thought_at) ? clip(note.thought, 220) : "";
+      const thought = streaming
+        ? tail(streaming, 100)
+        : note.thought && about(note.thought_task, note.thought_at) ? clip(note.thought, 220) : "";
       desk.thoughtText.textContent = thought;
       desk.thought.classList.toggle("empty", !thought);
+      desk.thought.classList.toggle("streaming", Boolean(streaming));
       const action = note.action && d.state === "working" && about(note.action_task, note.action_at);
       desk.action.textContent = action ? clip(note.action, 80) : "";
       desk.action.classList.toggle("empty", !action);
@@ -170,6 +185,9 @@ export class Floor {
       desk.more.textContent = others > 0 ? `+${others} more` : "";
       desk.more.title = others > 0 ? `${agent_name(this.company, id)} holds ${others + 1} tasks` : "";
       desk.more.classList.toggle("empty", others <= 0);
+      desk.usage.textContent = usage;
+      desk.usage.title = usage ? `Model use by ${agent_name(this.company, id)} in this goal` : "";
+      desk.usage.classList.toggle("empty", !usage);
     }
   }
 

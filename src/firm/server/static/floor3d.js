@@ -9,6 +9,7 @@
 import * as THREE from "./vendor/three/three.module.min.js";
 import { OrbitControls } from "./vendor/three/addons/OrbitControls.js";
 import { CSS2DObject, CSS2DRenderer } from "./vendor/three/addons/CSS2DRenderer.js";
+import { usageByDesk, usageText } from "./cost.js";
 import { KIND } from "./kinds.js";
 import { clip, el, hue, initials, reducedMotion } from "./util.js";
 
@@ -336,6 +337,7 @@ export class Floor3D {
       g.add(part);
     }
     const state = el("span", { class: "d3-state" }, "Idle");
+    const usage = el("span", { class: "d3-usage", hidden: true });
     const face = el("span", { class: "d3-face", "aria-hidden": "true" }, initials(agent.name ?? agent.id));
     face.style.setProperty("--hue", hue(agent.id));
     const button = el(
@@ -348,7 +350,7 @@ export class Floor3D {
         onclick: () => this.open(agent.id),
       },
       face,
-      el("span", { class: "d3-who" }, el("b", {}, agent.name), state),
+      el("span", { class: "d3-who" }, el("b", {}, agent.name), state, usage),
     );
     const tag = new CSS2DObject(button);
     tag.position.set(0, 0, 1.7);
@@ -360,7 +362,7 @@ export class Floor3D {
     bubble.center.set(0.5, 1);
     g.add(bubble);
     this.world.add(g);
-    this.desks.set(agent.id, { group: g, light, button, state, title, face, pos: new THREE.Vector3(x, 1.2, z), key: "" });
+    this.desks.set(agent.id, { group: g, light, button, state, usage, title, face, pos: new THREE.Vector3(x, 1.2, z), key: "" });
   }
 
   open(agentId) {
@@ -392,13 +394,16 @@ export class Floor3D {
     this.build();
     if (!this.desks.size) return;
     const desks = this.company.desks();
+    const spent = usageByDesk(this.company);
     let changed = false;
     for (const [id, d] of desks) {
       const desk = this.desks.get(id);
       if (!desk) continue;
       const state = deskState(d);
       const busy = state === "working" || state === "waiting";
-      const key = `${state}|${d.open}|${d.task?.id}|${d.task?.title}|${d.held}`;
+      const run = d.task ? spent.get(id)?.get(d.task.root_id) : null;
+      const usage = run ? usageText(run.usage, run.cost, { short: true }) : "";
+      const key = `${state}|${d.open}|${d.task?.id}|${d.task?.title}|${d.held}|${usage}`;
       if (desk.key === key) continue;
       desk.key = key;
       changed = true;
@@ -424,6 +429,8 @@ export class Floor3D {
         "aria-label",
         `${agent.name}, ${agent.title}: ${words.toLowerCase()}${d.task ? `. Open ${busy ? "" : "last "}task ${d.task.title}` : ""}`,
       );
+      desk.usage.textContent = usage;
+      desk.usage.hidden = !usage;
       desk.title.hidden = !busy || !d.task;
       desk.title.dataset.state = state;
       desk.title.textContent = busy && d.task ? clip(d.task.title, 46) : "";

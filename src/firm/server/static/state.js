@@ -1,6 +1,7 @@
 // The page's model of the company: the org chart, the tasks it knows, what each agent is up to.
 // It is fed a snapshot and then events, and tells listeners what changed.
 
+import { withCall } from "./cost.js";
 import { KIND, LIFECYCLE_TOOLS } from "./kinds.js";
 import { OPEN } from "./util.js";
 
@@ -32,6 +33,7 @@ export class Company {
     this.tasks = new Map(); // id -> task
     this.children = new Map(); // parent id -> Set of child ids
     this.notes = new Map(); // agent id -> {thought, thought_at, action, action_at}
+    this.streams = new Map(); // agent id -> {task, text}: written now, not yet in the log
     this.listeners = new Set();
     this.now = () => Date.now() / 1000; // a replay sets its own clock
   }
@@ -138,8 +140,17 @@ export class Company {
         this.patch(e.task_id, { status: "cancelled", error: d.reason ?? null, finished_at: e.ts, updated_at: e.ts });
         break;
       case KIND.THOUGHT:
-        if (e.agent) this.note(e.agent, { thought: d.text ?? "", thought_at: e.ts, thought_task: e.task_id });
+        if (e.agent) {
+          this.note(e.agent, { thought: d.text ?? "", thought_at: e.ts, thought_task: e.task_id });
+          // The paragraph being streamed has landed in the log: the desk shows it from here.
+          if (this.streams.get(e.agent)?.task === e.task_id) this.streams.delete(e.agent);
+        }
         break;
+      case KIND.MODEL_CALL: {
+        const task = this.tasks.get(e.task_id);
+        if (task) task.usage = withCall(task.usage, d);
+        break;
+      }
       case KIND.TOOL_CALL:
       case KIND.TOOL_DENIED:
         // Delegating and finishing show as flights and statuses; a desk's action line is for work.
@@ -150,6 +161,14 @@ export class Company {
         break;
       default:
         break;
+    }
+  }
+
+  /** What agents are writing now (live only): text "" ends a stream. */
+  stream(desks) {
+    for (const [agentId, { task, text }] of Object.entries(desks || {})) {
+      if (text) this.streams.set(agentId, { task, text });
+      else this.streams.delete(agentId);
     }
   }
 
