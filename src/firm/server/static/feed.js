@@ -1,15 +1,33 @@
-// The activity feed: the log, as sentences, newest first.
+// The activity feed: the log, as sentences, grouped by goal (the newest goal first, each
+// collapsible, its events newest first); the audit trail's checkpoints only on request.
 
 import { AUDIT_KINDS, KIND, LIFECYCLE_TOOLS as QUIET_TOOLS } from "./kinds.js";
-import { avatar, clip, clock, el, hue } from "./util.js";
+import { avatar, clip, clock, el, hue, STATUS_ICON } from "./util.js";
 
-const KEEP = 120;
+const KEEP = 150;
+const AUDIT = "audit"; // the group of checkpoints (no goal's id looks like this)
 
 export class Feed {
   constructor(list, company, { onOpenTask }) {
     this.list = list;
     this.company = company;
     this.onOpenTask = onOpenTask;
+    this.items = [];
+    this.collapsed = new Set(); // goals whose lines are folded under their heading
+    this.showAudit = false;
+    const audit = el("input", { type: "checkbox", id: "feed-audit" });
+    audit.addEventListener("change", () => {
+      this.showAudit = audit.checked;
+      this.layout();
+    });
+    list.before(
+      el(
+        "label",
+        { class: "feed-audit", title: "The audit trail signs the log's head now and then; `firm audit verify` checks it" },
+        audit,
+        "Audit checkpoints",
+      ),
+    );
   }
 
   /** Show another company's events (the live one, or a replay's), starting empty. */
@@ -19,24 +37,89 @@ export class Feed {
     this.list.replaceChildren();
   }
 
-  /** Newest first. The rows stay where they are and take new contents, and every row has the
-   * same height: a new event never pushes the rows below it down the page (no layout shift). */
+  /** Every row has the same height and stays where it is, taking new contents (a heading or a
+   * line): a new event never pushes the rows below it down the page (no layout shift). */
   add(events) {
-    this.items ??= [];
     const fresh = [];
     for (const e of events) {
-      const line = this.describe(e);
-      if (line) fresh.push({ e, line });
+      const audit = AUDIT_KINDS.has(e.kind);
+      const line = audit ? auditLine(e) : this.describe(e);
+      if (!line) continue;
+      const run = audit ? AUDIT : (this.company.tasks.get(e.task_id)?.root_id ?? "");
+      fresh.push({ e, line, run });
     }
     if (!fresh.length) return;
     fresh.reverse();
     this.items = fresh.concat(this.items).slice(0, KEEP);
-    const rows = this.list.children;
-    while (rows.length < this.items.length) this.list.append(el("li"));
-    while (rows.length > this.items.length) this.list.lastElementChild.remove();
-    this.items.forEach(({ e, line }, i) => {
-      if (rows[i].dataset.seq !== String(e.seq)) this.fill(rows[i], e, line);
+    this.layout();
+  }
+
+  /** When a goal was given: its heading's place (newest first; checkpoints last). */
+  rank(run, items) {
+    if (run === AUDIT) return -Infinity;
+    return this.company.tasks.get(run)?.created_at ?? items[items.length - 1].e.ts;
+  }
+
+  layout() {
+    const groups = new Map();
+    for (const item of this.items) {
+      if (item.run === AUDIT && !this.showAudit) continue;
+      if (!groups.has(item.run)) groups.set(item.run, []);
+      groups.get(item.run).push(item);
+    }
+    const order = [...groups.keys()].sort((a, b) => this.rank(b, groups.get(b)) - this.rank(a, groups.get(a)));
+    const rows = [];
+    for (const run of order) {
+      const items = groups.get(run);
+      rows.push({ run, items });
+      if (!this.collapsed.has(run)) for (const item of items) rows.push({ item });
+    }
+    const nodes = this.list.children;
+    while (nodes.length < rows.length) this.list.append(el("li"));
+    while (nodes.length > rows.length) this.list.lastElementChild.remove();
+    rows.forEach((row, i) => {
+      const node = nodes[i];
+      if (row.item) {
+        const key = `e${row.item.e.seq}`;
+        if (node.dataset.key !== key) this.fill(node, row.item.e, row.item.line);
+        node.dataset.key = key;
+      } else {
+        const root = this.company.tasks.get(row.run);
+        const key = `h${row.run}|${row.items.length}|${this.collapsed.has(row.run)}|${root?.status}|${root?.title}`;
+        if (node.dataset.key !== key) this.head(node, row.run, row.items, root);
+        node.dataset.key = key;
+      }
     });
+  }
+
+  head(row, run, items, root) {
+    const open = !this.collapsed.has(run);
+    const title =
+      run === AUDIT ? "Audit trail" : root ? `“${clip(root.title, 70)}”` : run ? run : "Other activity";
+    const icon = run === AUDIT ? "⛓" : root ? STATUS_ICON[root.status] ?? "" : "";
+    row.className = `feed-head${run === AUDIT ? " audit" : ""}`;
+    delete row.dataset.seq;
+    delete row.dataset.kind;
+    row.dataset.run = run;
+    row.style.setProperty("--run-hue", run && run !== AUDIT ? String(hue(run)) : "0");
+    const toggle = () => {
+      if (this.collapsed.has(run)) this.collapsed.delete(run);
+      else this.collapsed.add(run);
+      this.layout();
+    };
+    row.replaceChildren(
+      el(
+        "button",
+        { type: "button", class: "feed-toggle", "aria-expanded": String(open), title: root?.title ?? title, onclick: toggle },
+        el("span", { class: "feed-chevron", "aria-hidden": "true" }, open ? "▾" : "▸"),
+        icon ? el("span", { class: "feed-status", "aria-hidden": "true" }, icon) : null,
+        el("span", { class: "feed-goal" }, title),
+        el("span", { class: "feed-count" }, `${items.length} ${items.length === 1 ? "line" : "lines"}`),
+      ),
+      root
+        ? el("button", { type: "button", class: "feed-open", title: "Open the goal", "aria-label": `Open the goal ${root.title}`, onclick: () => this.onOpenTask(root.id) }, "Open")
+        : null,
+    );
   }
 
   name(id) {
@@ -99,6 +182,7 @@ export class Feed {
     // The goal an event belongs to, as a coloured edge: one run's events read as one strand.
     const root = this.company.tasks.get(e.task_id)?.root_id;
     row.className = `feed-item t-${tone}`;
+    row.removeAttribute("style");
     row.dataset.seq = String(e.seq);
     row.dataset.kind = e.kind;
     row.dataset.run = root ?? "";
@@ -109,4 +193,11 @@ export class Feed {
       el("time", { datetime: new Date(e.ts * 1000).toISOString() }, clock(e.ts)),
     );
   }
+}
+
+function auditLine(e) {
+  const d = e.data || {};
+  const hash = d.hash ? ` · ${String(d.hash).slice(0, 12)}…` : "";
+  const why = d.reason ? ` (${clip(String(d.reason), 40)})` : "";
+  return { tone: "audit", text: `Checkpoint${why}: the log up to #${d.seq ?? e.seq} signed${hash}` };
 }
