@@ -340,6 +340,16 @@ class OrgChart(_Strict):
         base = self.llm or LLMConfig()
         return base.merged(self.agent(agent_id).llm)
 
+    def model_of(self, agent_id: str, run_model: str | None = None) -> str | None:
+        """The model an agent's calls go to, as the llm brain settles it from the chart: the
+        agent's own, else the run's --model, else the company's; None when none is set."""
+        own = self.agent(agent_id).llm if self.has_agent(agent_id) else None
+        company = self.llm
+        for model in (own and own.model, run_model, company and company.model):
+            if isinstance(model, str) and model.strip():
+                return model.strip()
+        return None
+
     def tools_of(self, agent_id: str) -> list[str]:
         """What the agent may call itself: its `tools:`, or the company's default_tools."""
         tools = self.agent(agent_id).tools

@@ -56,6 +56,13 @@ def estimate(
     ) / PER
 
 
+def total(costs: list[float | None]) -> float | None:
+    """The sum of some estimates; None when any is None (a partial total would mislead)."""
+    if any(c is None for c in costs):
+        return None
+    return sum(c for c in costs if c is not None)
+
+
 def prices_view(prices: Prices | None) -> dict[str, dict[str, Any]]:
     """The prices as the page and API clients read them."""
     return {name: p.model_dump() for name, p in (prices or {}).items()}

@@ -3,13 +3,17 @@ field, and estimates that never call an unpriced model free."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from firm import Firm
 from firm.errors import OrgChartError
 from firm.org import load_org
 from firm.pricing import estimate, format_cost
+from firm.testing import MODEL_NAME, ModelServer, ScriptedModel
+from tests.support import firm_cli
 
 AGENTS = "agents:\n  - {id: ceo, name: Ava, title: CEO}\n"
 
@@ -90,3 +94,31 @@ def test_prices_belong_to_the_company_not_an_agent(tmp_path: Path) -> None:
     )
     assert len(found) == 1, found
     assert "company.yaml:6: agents[0].llm: prices belong in the company's llm block" in found[0]
+
+
+def test_firm_show_prices_a_run_at_its_own_charts_prices(tmp_path: Path) -> None:
+    chart = tmp_path / "company.yaml"
+    chart.write_text(
+        f"company: A\nllm:\n  prices:\n    {MODEL_NAME}: {{input: 3, output: 15}}\n"
+        "agents:\n  - {id: ceo, name: Ava, title: CEO}\n"
+        "  - {id: dev, name: Dan, title: Engineer, reports_to: ceo}\n",
+        encoding="utf-8",
+    )
+    with ModelServer(ScriptedModel()) as server, Firm(tmp_path / "firm.db") as firm:
+        root = firm.run(
+            load_org(chart),
+            "Ship it",
+            brain="llm",
+            brain_options=server.brain_options(),
+            workspace=tmp_path / "ws",
+            timeout=60,
+        )
+        tasks = firm.subtree(root.id)
+    prompt = sum(t.usage["prompt_tokens"] for t in tasks)
+    completion = sum(t.usage["completion_tokens"] for t in tasks)
+    expected = (prompt * 3 + completion * 15) / 1_000_000
+    db = str(tmp_path / "firm.db")
+    shown = firm_cli("show", root.id, "--db", db, "--json", cwd=tmp_path, check=True)
+    assert json.loads(shown.stdout)["tree_cost"] == pytest.approx(expected)
+    text = firm_cli("show", root.id, "--db", db, cwd=tmp_path, check=True).stdout
+    assert f"about {format_cost(expected)} at the chart's prices" in " ".join(text.split())

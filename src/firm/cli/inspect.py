@@ -16,7 +16,9 @@ from firm.cli.common import (
     resolve_task_id,
     tree_files,
 )
+from firm.cli.cost import tree_cost
 from firm.cli.render import ICONS, counts_line, elapsed, task_tree, tasks_table
+from firm.pricing import format_cost
 from firm.tasks import Status
 
 
@@ -76,10 +78,12 @@ def show(
             k: sum(t.usage.get(k, 0) for t in sub)
             for k in ("calls", "prompt_tokens", "completion_tokens")
         }
+        cost = tree_cost(firm, task.root_id, sub) if usage["calls"] else None
         if json_mode:
             data = task.to_dict()
             data["subtasks"] = [t.to_dict() for t in children]
             data["tree_usage"] = usage
+            data["tree_cost"] = cost
             data["tree_files"] = tree_files(sub)
             print_json(data)
             return
@@ -105,6 +109,7 @@ def show(
                 f"\n[bold]Model usage[/] (this task and its subtasks): "
                 f"{usage['calls']} calls, {usage['prompt_tokens']} prompt tokens, "
                 f"{usage['completion_tokens']} completion tokens"
+                + (f", about {format_cost(cost)} at the chart's prices" if cost is not None else "")
             )
         if len(sub) > 1:
             console.print("\n[bold]Subtasks[/]")

@@ -159,15 +159,9 @@ class Office:
         return self.org.llm.prices if self.org.llm else None
 
     def model_of(self, agent_id: str) -> str | None:
-        """The model an agent's calls are priced at, settled as the llm brain settles it:
-        the agent's own, the office's --model, the company's."""
-        own = self.org.agent(agent_id).llm if self.org.has_agent(agent_id) else None
-        company = self.org.llm
+        """The model an agent's calls are priced at (the office's --model counts)."""
         option = self.brain_options.get("model")
-        for model in (own and own.model, option, company and company.model):
-            if isinstance(model, str) and model.strip():
-                return model.strip()
-        return None
+        return self.org.model_of(agent_id, option if isinstance(option, str) else None)
 
     def cost(self, agent_id: str, prompt_tokens: int, completion_tokens: int) -> float | None:
         """The estimated cost of an agent's usage, None when its model has no price."""
