@@ -40,6 +40,7 @@ from firm.errors import FirmError
 from firm.events import ENDINGS, TO_TODO
 from firm.org import OrgChart
 from firm.session import Session, SessionCancelled
+from firm.store.approvals import APPROVED, RUNNING
 from firm.store.base import Event, Store
 from firm.store.notify import StoreSignal
 from firm.store.retry import StoreUnavailable
@@ -49,6 +50,10 @@ from firm.telemetry import start_tracing
 log = logging.getLogger("firm.engine")
 
 Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
+
+# Approval states a session start acts on: approved (claim and run), running (a claim an
+# earlier session left without a result: marked interrupted).
+CLAIMABLE = (APPROVED, RUNNING)
 
 
 class Engine:
@@ -435,9 +440,13 @@ class Engine:
                 clock=self.clock,
             )
             # Approved calls run first, once, with the arguments a person approved; the
-            # brief then tells the agent how each call it asked for came out.
-            session.run_approved()
+            # brief then tells the agent how each call it asked for came out. Most tasks
+            # never asked for one: a read settles that, and only a task with calls to claim
+            # (or claims an earlier session left unfinished) takes a write transaction.
             asked = self.store.approvals(task_id=task.id)
+            if any(a.status in CLAIMABLE for a in asked):
+                session.run_approved()
+                asked = self.store.approvals(task_id=task.id)
             cut_off = answer_interrupted(self.store, task)
             session.brief = "\n\n".join(
                 [build_brief(task, company.org, subtasks, asked), *describe_interrupted(cut_off)]
