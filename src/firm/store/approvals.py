@@ -11,6 +11,7 @@ it again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import secrets
@@ -18,13 +19,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, and_, select, update
+from sqlalchemy import Row, Select, and_, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from firm.errors import AlreadyDecided, ApprovalNotFound, TaskNotFound, TaskNotHeld
 from firm.events import EventKind
 from firm.store import schema
 from firm.store.base import PendingEvents
+from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.transaction import Tx
 from firm.store.tree import TaskTree
@@ -139,7 +141,7 @@ def approval_from_row(row: Row[Any]) -> Approval:
         decided_by=m["decided_by"],
         note=m["note"],
         result=m["result"],
-        ok=m["ok"],
+        ok=None if m["ok"] is None else bool(m["ok"]),
     )
 
 
@@ -385,16 +387,11 @@ class Approvals(TaskTree):
         root_id: str | None = None,
         limit: int = 1000,
     ) -> list[Approval]:
-        q = select(A)
-        if status is not None:
-            q = q.where(A.c.status == status)
-        if task_id is not None:
-            q = q.where(A.c.task_id == task_id)
-        if root_id is not None:
-            q = q.where(A.c.root_id == root_id)
-        q = q.order_by(A.c.requested_at, A.c.id).limit(limit)
+        given = {"status": status, "task_id": task_id, "root_id": root_id}
+        params = {k: v for k, v in given.items() if v is not None}
+        q = _listing(tuple(params))
         with self._read() as conn:
-            return [approval_from_row(r) for r in conn.execute(q)]
+            return [approval_from_row(r) for r in run(conn, q, {**params, "p_limit": limit})]
 
     @retrying
     def get_approval(self, approval_id: str) -> Approval:
@@ -403,3 +400,12 @@ class Approvals(TaskTree):
         if row is None:
             raise ApprovalNotFound(approval_id)
         return approval_from_row(row)
+
+
+@functools.cache
+def _listing(filters: tuple[str, ...]) -> Select[Any]:
+    """The listing statement for one set of filters, built once (a session start runs one)."""
+    q = select(A)
+    for name in filters:
+        q = q.where(A.c[name] == bindparam(name))
+    return q.order_by(A.c.requested_at, A.c.id).limit(bindparam("p_limit"))

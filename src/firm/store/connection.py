@@ -22,6 +22,7 @@ from firm.errors import StoreError
 from firm.store import migrate, notify, schema
 from firm.store.base import EventListener
 from firm.store.notify import PgListener, SignalListener, StoreSignal
+from firm.store.prepared import run_sql
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
 
@@ -124,7 +125,7 @@ class SqlBase:
             # Writes take the write lock up front. Reads are single statements, each its own
             # snapshot in autocommit mode: no BEGIN/COMMIT round for them.
             if conn.get_execution_options().get("firm_write", False):
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                run_sql(conn, "BEGIN IMMEDIATE")
 
     @retrying
     def _check_schema(self, auto_migrate: bool) -> None:

@@ -16,6 +16,7 @@ from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
 from firm.store.plans import open_plan
+from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
@@ -62,7 +63,7 @@ class Delegation(TaskTree):
                     results: list[DelegateResult] = []
                     for (events, new), key in zip(items, keys, strict=True):
                         tx.pending.extend(events)  # written whichever way this goes
-                        existing = tx.conn.execute(Q.BY_DEDUPE_KEY, {"key": key}).first()
+                        existing = run(tx.conn, Q.BY_DEDUPE_KEY, {"key": key}).first()
                         if existing is not None:
                             results.append(DelegateResult(task_from_row(existing), created=False))
                             continue
@@ -120,7 +121,7 @@ class Delegation(TaskTree):
                     "p_files": json.dumps(list(outcome.files)),
                     "p_now": tx.now,
                 }
-                after = task_from_row(tx.conn.execute(Q.SETTLE_ENDED, ended).one())
+                after = task_from_row(run(tx.conn, Q.SETTLE_ENDED, ended).one())
                 if status == Status.DONE:
                     tx.emit(
                         EventKind.COMPLETED, task, result=outcome.result, files=list(outcome.files)
@@ -131,10 +132,10 @@ class Delegation(TaskTree):
             elif outcome.kind == "yielded":
                 still_open = self._open_children(tx.conn, task_id)
                 # A call waiting for a person holds the task like an open subtask does.
-                asked = tx.conn.execute(Q.PENDING_APPROVALS, {"id": task_id}).scalar_one()
+                asked = run(tx.conn, Q.PENDING_APPROVALS, {"id": task_id}).scalar_one()
                 status = Status.WAITING if still_open or asked else Status.TODO
                 yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
-                after = task_from_row(tx.conn.execute(Q.SETTLE_YIELDED, yielded).one())
+                after = task_from_row(run(tx.conn, Q.SETTLE_YIELDED, yielded).one())
                 if asked:
                     tx.emit(
                         EventKind.WAITING, task, open_subtasks=still_open, pending_approvals=asked

@@ -12,6 +12,7 @@ from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import Event
 from firm.store.connection import SqlBase
+from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import event_from_row
 
@@ -83,4 +84,4 @@ class EventLog(SqlBase):
     @retrying
     def last_seq(self) -> int:
         with self._read() as conn:
-            return conn.execute(Q.LAST_SEQ).scalar_one()
+            return run(conn, Q.LAST_SEQ).scalar_one()

@@ -12,6 +12,7 @@ from firm.errors import StoreError
 from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
+from firm.store.prepared import run
 from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
@@ -50,30 +51,28 @@ class Leases(TaskTree):
             return []
         with self._write() as tx:
             if global_limit is None:  # the store's own cap (firm db limit), if one is set
-                stored = tx.conn.execute(Q.MAX_RUNNING).scalar()
+                stored = run(tx.conn, Q.MAX_RUNNING).scalar()
                 global_limit = int(stored) if stored is not None else None
             if global_limit is not None:
                 if tx.locking:
                     # Counting then claiming is a read-then-write: capped claims take turns so
                     # two workers cannot both see room for the last slot.
                     tx.conn.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
-                running = tx.conn.execute(Q.RUNNING_COUNT).scalar_one()
+                running = run(tx.conn, Q.RUNNING_COUNT).scalar_one()
                 limit = min(limit, global_limit - running)
                 if limit <= 0:
                     return []
-            pick = Q.CLAIM_PICK_SKIP_LOCKED if tx.locking else Q.CLAIM_PICK
-            ids = list(tx.conn.execute(pick, {"p_limit": limit}).scalars())
-            if not ids:
-                return []
-            rows = tx.conn.execute(
-                Q.CLAIM,
-                {
-                    "p_ids": ids,
-                    "p_worker": worker_id,
-                    "p_lease": tx.now + lease_seconds,
-                    "p_now": tx.now,
-                },
-            ).all()
+            lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}
+            if tx.locking:
+                pick = Q.CLAIM_PICK_SKIP_LOCKED
+                ids = list(run(tx.conn, pick, {"p_limit": limit}).scalars())
+                if not ids:
+                    return []
+                rows = tx.conn.execute(Q.CLAIM, {"p_ids": ids, **lease}).all()
+            else:
+                rows = run(tx.conn, Q.CLAIM_TOP, {"p_limit": limit, **lease}).all()
+                if not rows:
+                    return []
             claimed = sorted(
                 (task_from_row(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
             )
@@ -163,7 +162,7 @@ class Leases(TaskTree):
     def max_running(self) -> int | None:
         """The cap on sessions running at once across every worker of this store, if set."""
         with self._read() as conn:
-            value = conn.execute(Q.MAX_RUNNING).scalar()
+            value = run(conn, Q.MAX_RUNNING).scalar()
         return int(value) if value is not None else None
 
     @retrying

@@ -139,6 +139,21 @@ CLAIM = (
     )
     .returning(*T.c)
 )
+# SQLite: pick and claim in one statement (the write transaction holds the whole file, so
+# nothing can take the picked rows in between; PostgreSQL picks with SKIP LOCKED first).
+CLAIM_TOP = (
+    update(T)
+    .where(T.c.id.in_(CLAIM_PICK.scalar_subquery()), T.c.status == str(Status.TODO))
+    .values(
+        status=str(Status.IN_PROGRESS),
+        worker_id=bindparam("p_worker"),
+        lease_expires_at=bindparam("p_lease"),
+        attempts=T.c.attempts + 1,
+        started_at=func.coalesce(T.c.started_at, bindparam("p_now")),
+        updated_at=bindparam("p_now"),
+    )
+    .returning(*T.c)
+)
 RUNNING_COUNT = select(func.count()).select_from(T).where(T.c.status == str(Status.IN_PROGRESS))
 MAX_RUNNING = select(schema.meta.c.value).where(schema.meta.c.key == "max_running")
 

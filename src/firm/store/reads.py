@@ -9,6 +9,7 @@ from firm.store import queries as Q
 from firm.store import runs as run_reads
 from firm.store import schema
 from firm.store.base import Event
+from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
@@ -21,7 +22,7 @@ class Reads(TaskTree):
     @retrying
     def get_task(self, task_id: str) -> Task:
         with self._read() as conn:
-            row = conn.execute(Q.TASK, {"id": task_id}).first()
+            row = run(conn, Q.TASK, {"id": task_id}).first()
         if row is None:
             raise TaskNotFound(task_id)
         return task_from_row(row)
@@ -30,7 +31,7 @@ class Reads(TaskTree):
     def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
         """Status, revoked flag and holding worker: what a running session checks each step."""
         with self._read() as conn:
-            row = conn.execute(Q.SESSION_STATE, {"id": task_id}).first()
+            row = run(conn, Q.SESSION_STATE, {"id": task_id}).first()
         return (Status(row[0]), bool(row[1]), row[2]) if row else None
 
     @retrying
@@ -41,7 +42,7 @@ class Reads(TaskTree):
         committed after the head, so "not revoked as of seq N" is a claim the log can back.
         """
         with self._read() as conn:
-            rows = conn.execute(Q.LINEAGE, {"task_id": task_id}).all()
+            rows = run(conn, Q.LINEAGE, {"task_id": task_id}).all()
         if not rows:
             raise TaskNotFound(task_id)
         return rows[0]._mapping["head_seq"], [task_from_row(r) for r in rows]
@@ -49,7 +50,7 @@ class Reads(TaskTree):
     @retrying
     def children(self, task_id: str) -> list[Task]:
         with self._read() as conn:
-            rows = conn.execute(Q.CHILDREN, {"id": task_id}).all()
+            rows = run(conn, Q.CHILDREN, {"id": task_id}).all()
         return [task_from_row(r) for r in rows]
 
     @retrying

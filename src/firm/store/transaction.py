@@ -13,6 +13,7 @@ from firm.events import EventKind, InvalidEvent, validate
 from firm.store import notify
 from firm.store import queries as Q
 from firm.store.base import Event
+from firm.store.prepared import run, run_many
 from firm.tasks import Task
 
 
@@ -41,7 +42,7 @@ class Tx:
             return
         checked = [_checked(*item) for item in self.pending]  # before the head's lock
         head = Q.CHAIN_HEAD_FOR_UPDATE if self.locking else Q.CHAIN_HEAD
-        seq, prev = self.conn.execute(head).one()
+        seq, prev = run(self.conn, head).one()
         kinds = {kind for kind, *_ in checked}
         rows = []
         for kind, task_id, agent, data in checked:
@@ -61,7 +62,7 @@ class Tx:
             )
             self.appended.append(Event(seq, self.now, kind, task_id, agent, data, prev, h))
             prev = h
-        self.conn.execute(Q.INSERT_EVENTS, rows)
+        run_many(self.conn, Q.INSERT_EVENTS, rows)
         if self.locking:  # delivered at commit, in commit order, and only if it commits
             cancelled = [
                 e.task_id for e in self.appended if e.kind == EventKind.CANCELLED and e.task_id
@@ -70,7 +71,7 @@ class Tx:
             move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
             self.conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
         else:
-            self.conn.execute(Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
+            run(self.conn, Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
         self.pending.clear()
 
 

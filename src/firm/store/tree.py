@@ -14,6 +14,7 @@ from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import NewTask
 from firm.store.connection import SqlBase
+from firm.store.prepared import run
 from firm.store.queries import OPEN_VALUES
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
@@ -27,14 +28,14 @@ class TaskTree(SqlBase):
 
     def _lock_task(self, tx: Tx, task_id: str) -> Task | None:
         q = Q.TASK_FOR_UPDATE if tx.locking else Q.TASK
-        row = tx.conn.execute(q, {"id": task_id}).first()
+        row = run(tx.conn, q, {"id": task_id}).first()
         return task_from_row(row) if row else None
 
     def _lock_family(self, tx: Tx, task_id: str) -> Task:
         """The task, read under the lock order: on PostgreSQL its parent's row is locked
         first (parent before child, everywhere); SQLite's transaction holds the whole file."""
         if tx.locking:
-            head = tx.conn.execute(Q.PARENT_OF, {"id": task_id}).first()
+            head = run(tx.conn, Q.PARENT_OF, {"id": task_id}).first()
             if head is None:
                 raise TaskNotFound(task_id)
             if head[0] is not None:
@@ -45,7 +46,7 @@ class TaskTree(SqlBase):
         return task
 
     def _open_children(self, conn: Connection, parent_id: str) -> int:
-        return conn.execute(Q.OPEN_CHILDREN, {"id": parent_id}).scalar_one()
+        return run(conn, Q.OPEN_CHILDREN, {"id": parent_id}).scalar_one()
 
     def _wake_if_done(self, tx: Tx, parent_id: str | None) -> list[str]:
         """The wake rule: a waiting task whose subtasks are all terminal goes back to todo.
@@ -55,7 +56,7 @@ class TaskTree(SqlBase):
         """
         if parent_id is None:
             return []
-        woke = tx.conn.execute(Q.WAKE, {"p_parent": parent_id, "p_now": tx.now}).all()
+        woke = run(tx.conn, Q.WAKE, {"p_parent": parent_id, "p_now": tx.now}).all()
         for task_id, assignee in woke:
             tx.emit(EventKind.WOKEN, task_id, assignee)
         return [w[0] for w in woke]
@@ -63,7 +64,7 @@ class TaskTree(SqlBase):
     def _lock_subtree(self, tx: Tx, task_id: str, open_only: bool):  # type: ignore[no-untyped-def]
         """Before changing a whole subtree: its parent's row, then (PostgreSQL) the subtree's
         rows top-down — the lock order settle uses. Returns the parent's id and the subtree."""
-        head = tx.conn.execute(Q.PARENT_OF, {"id": task_id}).first()
+        head = run(tx.conn, Q.PARENT_OF, {"id": task_id}).first()
         if head is None:
             raise TaskNotFound(task_id)
         parent_id = head[0]
@@ -133,5 +134,5 @@ class TaskTree(SqlBase):
             "completion_tokens": 0,
             "held_by_plan": new.plan,
         }
-        row = tx.conn.execute(Q.INSERT_TASK, {f"p_{k}": v for k, v in values.items()}).one()
+        row = run(tx.conn, Q.INSERT_TASK, {f"p_{k}": v for k, v in values.items()}).one()
         return task_from_row(row)

@@ -1,0 +1,205 @@
+"""The hot statements, run on SQLite's own cursor: compiled once, then one driver call each.
+
+SQLAlchemy's execute costs about 50 µs of Python per statement on this machine (its cache
+lookup, execution context, result object and events) against about 10 µs for sqlite3's own
+cursor, and the engine runs some thirty statements per task. The statements in queries.py
+are built once, so each is compiled once here (to the SQL string, the order of its
+parameters, their defaults and type conversions) and then run directly. What stays the
+same: the connection and its transaction (the cursor belongs to the connection SQLAlchemy
+checked out, inside its BEGIN), errors (wrapped as SQLAlchemy's, so the retry layer sees
+a locked database or a constraint as before), and `before_cursor_execute` listeners, which
+still see every statement (the benchmarks count statements with one).
+
+PostgreSQL keeps SQLAlchemy's path: there a broken connection must be invalidated by the
+pool, which only its own execute does. Statements whose SQL depends on the parameters
+(expanding IN lists) also take SQLAlchemy's path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError, StatementError
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+Params = Mapping[str, Any]
+
+
+class _Compiled:
+    __slots__ = ("defaults", "names", "processors", "sql", "usable")
+
+    def __init__(self, stmt: ClauseElement, dialect: Any):
+        compiled = cast(SQLCompiler, stmt.compile(dialect=dialect))
+        self.sql: str = compiled.string
+        self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
+        self.defaults: dict[str, Any] = {
+            name: bind.value for name, bind in compiled.binds.items() if not bind.required
+        }
+        procs: Mapping[str, Any] = compiled._bind_processors
+        self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
+            procs.get(name) for name in self.names
+        )
+        # Tuple-valued binds convert per element: those statements take SQLAlchemy's path.
+        self.usable = "POSTCOMPILE" not in self.sql and all(
+            p is None or callable(p) for p in self.processors
+        )
+
+    def args(self, params: Params | None) -> tuple[Any, ...]:
+        given = params or {}
+        out = []
+        for name, proc in zip(self.names, self.processors, strict=True):
+            value = given[name] if name in given else self.defaults[name]
+            out.append(proc(value) if proc is not None and value is not None else value)
+        return tuple(out)
+
+
+MAX_PREPARED = 128
+_cache: dict[int, tuple[ClauseElement, _Compiled | None]] = {}
+_cache_lock = threading.Lock()
+
+
+def _compiled(stmt: ClauseElement, conn: Connection) -> _Compiled | None:
+    hit = _cache.get(id(stmt))
+    if hit is not None and hit[0] is stmt:
+        return hit[1]
+    if len(_cache) >= MAX_PREPARED:
+        return None  # meant for the fixed statements of queries.py, not ones built per call
+    compiled: _Compiled | None = _Compiled(stmt, conn.dialect)
+    if compiled is not None and not compiled.usable:
+        compiled = None  # its SQL depends on the parameters: SQLAlchemy's path
+    with _cache_lock:
+        _cache[id(stmt)] = (stmt, compiled)  # the statement is kept, so its id stays its own
+    return compiled
+
+
+class Row(tuple):  # type: ignore[type-arg]
+    """A result row: by position, and by column name through _mapping, like SQLAlchemy's."""
+
+    __slots__ = ()
+    keys: tuple[str, ...] = ()
+
+    @property
+    def _mapping(self) -> dict[str, Any]:
+        return dict(zip(self.keys, self, strict=True))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[self.keys.index(name)]
+        except ValueError:
+            raise AttributeError(name) from None
+
+
+class Rows:
+    """The few parts of SQLAlchemy's Result the store uses."""
+
+    def __init__(self, rows: list[Row], rowcount: int):
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def all(self) -> list[Row]:
+        return self._rows
+
+    def first(self) -> Row | None:
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> Row:
+        if len(self._rows) != 1:
+            raise LookupError(f"expected one row, got {len(self._rows)}")
+        return self._rows[0]
+
+    def scalar(self) -> Any:
+        return self._rows[0][0] if self._rows else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def scalars(self) -> list[Any]:
+        return [r[0] for r in self._rows]
+
+
+_row_classes: dict[tuple[str, ...], type[Row]] = {}
+
+
+def _row_class(keys: tuple[str, ...]) -> type[Row]:
+    cls = _row_classes.get(keys)
+    if cls is None:
+        cls = type("Row", (Row,), {"__slots__": (), "keys": keys})
+        _row_classes[keys] = cls
+    return cls
+
+
+def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Any:
+    """Execute a prebuilt statement: on SQLite straight on the driver's cursor."""
+    if conn.dialect.name != "sqlite":
+        return conn.execute(stmt, params)  # type: ignore[call-overload]
+    compiled = _compiled(stmt, conn)
+    if compiled is None:
+        return conn.execute(stmt, params)  # type: ignore[call-overload]
+    args = compiled.args(params)
+    cursor = _cursor(conn)
+    try:
+        if conn.dispatch.before_cursor_execute:
+            conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, False)
+        cursor.execute(compiled.sql, args)
+        rows: list[Row] = []
+        if cursor.description is not None:
+            cls = _row_class(tuple(d[0] for d in cursor.description))
+            rows = [cls(r) for r in cursor.fetchall()]
+        return Rows(rows, cursor.rowcount)
+    except sqlite3.Error as exc:
+        raise _wrapped(exc, compiled.sql, args, conn) from exc
+    finally:
+        cursor.close()
+
+
+def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> None:
+    """Execute a prebuilt statement once per parameter set (an executemany, no results)."""
+    if not rows:
+        return
+    if conn.dialect.name != "sqlite":
+        conn.execute(stmt, list(rows))  # type: ignore[call-overload]
+        return
+    compiled = _compiled(stmt, conn)
+    if compiled is None:
+        conn.execute(stmt, list(rows))  # type: ignore[call-overload]
+        return
+    args = [compiled.args(r) for r in rows]
+    cursor = _cursor(conn)
+    try:
+        if conn.dispatch.before_cursor_execute:
+            conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, True)
+        cursor.executemany(compiled.sql, args)
+    except sqlite3.Error as exc:
+        raise _wrapped(exc, compiled.sql, args, conn) from exc
+    finally:
+        cursor.close()
+
+
+def run_sql(conn: Connection, sql: str) -> None:
+    """Execute a fixed SQL text without parameters on SQLite's cursor (BEGIN IMMEDIATE)."""
+    cursor = _cursor(conn)
+    try:
+        if conn.dispatch.before_cursor_execute:
+            conn.dispatch.before_cursor_execute(conn, cursor, sql, (), None, False)
+        cursor.execute(sql)
+    except sqlite3.Error as exc:
+        raise _wrapped(exc, sql, (), conn) from exc
+    finally:
+        cursor.close()
+
+
+def _cursor(conn: Connection) -> sqlite3.Cursor:
+    return conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+
+
+def _wrapped(exc: sqlite3.Error, sql: str, args: Any, conn: Connection) -> StatementError:
+    """The driver's error as SQLAlchemy would raise it (OperationalError, IntegrityError…)."""
+    return DBAPIError.instance(sql, args, exc, sqlite3.Error, dialect=conn.dialect)

@@ -1,0 +1,67 @@
+"""The hot statements run on SQLite's own cursor (store/prepared.py) and read, fail and are
+seen exactly as through SQLAlchemy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from firm.store import NewTask, RunSpec, SqlStore, open_store
+from firm.store import queries as Q
+from firm.store.prepared import run
+
+NO_SUCH_TABLE = text("SELECT * FROM no_such_table")
+RUN = RunSpec(
+    org_yaml="", org_source="<test>", brain="simulation", brain_options={}, workspace="/tmp/unused"
+)
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[SqlStore]:
+    s = open_store(tmp_path / "firm.db")
+    yield s
+    s.close()
+
+
+def test_rows_read_the_same_as_through_sqlalchemy(sqlite_store: SqlStore) -> None:
+    root = sqlite_store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    sqlite_store.claim("w", 1, 60)
+    kid = sqlite_store.delegate(root.id, 0, NewTask("Part", "", "eng", "ceo")).task
+    with sqlite_store.engine.connect() as conn:
+        for stmt, params in [(Q.LINEAGE, {"task_id": kid.id}), (Q.CHILDREN, {"id": root.id})]:
+            fast = run(conn, stmt, params).all()
+            slow = conn.execute(stmt, params).all()
+            assert [tuple(r) for r in fast] == [tuple(r) for r in slow]
+            assert [dict(r._mapping) for r in fast] == [dict(r._mapping) for r in slow]
+    head, lineage = sqlite_store.lineage(kid.id)
+    assert [t.id for t in lineage] == [kid.id, root.id]
+    assert head == sqlite_store.last_seq()
+    assert lineage[1].revoked is False  # booleans come back as booleans
+
+
+def test_errors_are_sqlalchemys(sqlite_store: SqlStore) -> None:
+    """A constraint or a locked file fails as SQLAlchemy's error, so the store's retry and
+    its delegation race handling see what they always saw."""
+    root = sqlite_store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    values = {f"p_{c.name}": getattr(root, c.name, None) for c in Q.T.c}
+    values.update(p_files="[]", p_revoked=False, p_priority=1, p_status="todo", p_grant=None)
+    values.update(p_calls=0, p_prompt_tokens=0, p_completion_tokens=0, p_dedupe_key=None)
+    with pytest.raises(IntegrityError), sqlite_store.engine.connect() as conn:
+        run(conn, Q.INSERT_TASK, values)  # the root's id again
+    with pytest.raises(OperationalError), sqlite_store.engine.connect() as conn:
+        run(conn, NO_SUCH_TABLE)
+
+
+def test_statement_listeners_see_every_statement(sqlite_store: SqlStore) -> None:
+    """The benchmarks count statements with a listener; the fast path still reports them."""
+    seen: list[str] = []
+    event.listen(sqlite_store.engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+    root = sqlite_store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    sqlite_store.get_task(root.id)
+    assert any(s.startswith("BEGIN IMMEDIATE") for s in seen)
+    assert any("INSERT INTO events" in s for s in seen)
+    assert any(s.startswith("SELECT tasks.id") for s in seen)
