@@ -65,4 +65,3 @@ def test_statement_listeners_see_every_statement(sqlite_store: SqlStore) -> None
     assert any(s.startswith("BEGIN IMMEDIATE") for s in seen)
     assert any("INSERT INTO events" in s for s in seen)
     assert any(s.startswith("SELECT tasks.id") for s in seen)
-
