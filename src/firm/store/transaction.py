@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
 
 from sqlalchemy import Connection, func, text
 
-from firm.chain import canonical_json, entry_hash
+from firm.chain import canonical_json, header_hash
 from firm.events import EventKind, InvalidEvent, validate
 from firm.store import notify
 from firm.store import queries as Q
@@ -40,14 +41,18 @@ class Tx:
         """Append pending events to the chain; called last, so the head lock is held briefly."""
         if not self.pending:
             return
-        checked = [_checked(*item) for item in self.pending]  # before the head's lock
+        # Before the head's lock. Entries saying the same thing (a cancel's 10,000 entries share
+        # one reason) are read back and checked once.
+        seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
+        checked = [_checked(*item, seen) for item in self.pending]
         head = Q.CHAIN_HEAD_FOR_UPDATE if self.locking else Q.CHAIN_HEAD
         seq, prev = run(self.conn, head).one()
-        kinds = {kind for kind, *_ in checked}
+        kinds = {item[0] for item in checked}
         rows = []
-        for kind, task_id, agent, data in checked:
+        for kind, task_id, agent, data, canonical, data_digest in checked:
             seq += 1
-            h = entry_hash(prev, seq, self.now, kind, task_id, agent, data)
+            # entry_hash(prev, seq, ts, kind, task, agent, data), from the digest already made
+            h = header_hash(prev, seq, self.now, kind, task_id, agent, data_digest)
             rows.append(
                 {
                     "seq": seq,
@@ -55,7 +60,7 @@ class Tx:
                     "kind": kind,
                     "task_id": task_id,
                     "agent": agent,
-                    "data": canonical_json(data),
+                    "data": canonical,
                     "prev_hash": prev,
                     "hash": h,
                 }
@@ -76,22 +81,34 @@ class Tx:
 
 
 def _checked(
-    kind: str, task_id: str | None, agent: str | None, data: dict[str, Any]
-) -> tuple[str, str | None, str | None, dict[str, Any]]:
+    kind: str,
+    task_id: str | None,
+    agent: str | None,
+    data: dict[str, Any],
+    seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]],
+) -> tuple[str, str | None, str | None, dict[str, Any], str, str]:
     """The entry as it will be stored — its data canonical, so what is checked and hashed is
     exactly what is stored — if the event catalogue allows it; else InvalidEvent, and the
-    transaction writes nothing."""
+    transaction writes nothing. Then the data's canonical text, what is stored (the canonical
+    text of JSON read back from canonical text is that text), and its digest, what is hashed.
+    `seen` holds the entries of this transaction already checked, by kind and text."""
     try:
-        data = json.loads(canonical_json(data))
+        text = canonical_json(data)
     except (TypeError, ValueError) as exc:
         raise InvalidEvent(
             f"{kind} event of task {task_id}: its data is not JSON ({exc})"
         ) from None
-    try:
-        known = validate(kind, data)
-    except InvalidEvent as exc:
-        raise InvalidEvent(f"the store refuses an event of task {task_id}: {exc}") from None
-    return known.value, task_id, agent, data
+    known = seen.get((kind, text))
+    if known is None:
+        try:
+            stored = json.loads(text)
+            kind_value = validate(kind, stored).value
+        except InvalidEvent as exc:
+            raise InvalidEvent(f"the store refuses an event of task {task_id}: {exc}") from None
+        known = (kind_value, stored, hashlib.sha256(text.encode()).hexdigest())
+        seen[(kind, text)] = known
+    kind_value, stored, data_digest = known
+    return kind_value, task_id, agent, stored, text, data_digest
 
 
 class DbClock:
