@@ -23,7 +23,7 @@ def test_run_json_reports_the_root_and_exit_0(company: Path) -> None:
     out = json.loads(proc.stdout)
     assert set(out) >= {"id", "status", "result", "files", "counts"}
     assert out["status"] == "done" and out["counts"] == {"done": 7}
-    assert out["id"].startswith("T-") and len(out["id"]) == 10
+    assert out["id"].startswith("T-") and len(out["id"]) == 18  # T- and 64 bits
     assert len(out["files"]) == 7
     for f in out["files"]:  # defaults: ./.firm for state, ./workspace for files
         assert (company / "workspace" / f).is_file()
