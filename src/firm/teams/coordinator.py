@@ -160,7 +160,7 @@ def run_coordinator(session: Session, spec: TeamSpec) -> None:
         if isinstance(s, Finish):
             _ended(session, "done", None)
             session.call("complete_task", {"result": s.result})
-        else:
+        elif isinstance(s, Fail):
             _ended(session, "failed", s.reason)
             session.call("fail_task", {"reason": s.reason})
 
