@@ -40,8 +40,10 @@ export class Feed {
   /** Every row has the same height and stays where it is, taking new contents (a heading or a
    * line): a new event never pushes the rows below it down the page (no layout shift). */
   add(events) {
+    // Newest first, and only as many as are kept: a replay frame at 60× carries thousands.
     const fresh = [];
-    for (const e of events) {
+    for (let i = events.length - 1; i >= 0 && fresh.length < KEEP; i--) {
+      const e = events[i];
       const audit = AUDIT_KINDS.has(e.kind);
       const line = audit ? auditLine(e) : this.describe(e);
       if (!line) continue;
@@ -49,7 +51,6 @@ export class Feed {
       fresh.push({ e, line, run });
     }
     if (!fresh.length) return;
-    fresh.reverse();
     this.items = fresh.concat(this.items).slice(0, KEEP);
     this.layout();
   }

@@ -26,7 +26,7 @@ export class Floor {
   /** Show another company (the live one, or a replay's). */
   show(company) {
     this.company = company;
-    this.orgKey = null;
+    // The same org chart keeps its desks (build() compares the chart; render() each desk's key).
     this.flightLayer.replaceChildren();
     this.flying = 0;
     this.build();

@@ -132,6 +132,7 @@ export class Floor3D {
     this.frameQueued = false;
     this.tween = null;
     this.focusKey = "";
+    this.cost = { frames: 0, ms: 0, max: 0 }; // what drawing frames costs the page's thread
 
     this.canvasBox = el("div", { class: "floor3d-canvas" });
     root.replaceChildren(this.canvasBox);
@@ -189,7 +190,8 @@ export class Floor3D {
   /** Show another company (the live one, or a replay's). */
   show(company) {
     this.company = company;
-    this.orgKey = null;
+    // The same org chart keeps its scene: each desk's key tells render() what to redraw, and
+    // a replay of a 1,000-desk company does not rebuild 2,000 labels to start.
     this.clearFlights();
     this.build();
     this.render();
@@ -222,6 +224,7 @@ export class Floor3D {
       ink: new THREE.Color(css("--ink") || "#1c2330"),
     };
     this.palette = palette;
+    this.lit = null; // the lights' colours follow the palette
     this.renderer.setClearColor(palette.floor);
     this.lightColours = {
       idle: new THREE.Color(css("--s-todo") || "#64748b"),
@@ -246,8 +249,10 @@ export class Floor3D {
       x += r.bw + GAP * 2;
     }
     const geo = this.geometry();
-    const roomFloor = new THREE.MeshStandardMaterial({ color: palette.surface, roughness: 0.95 });
-    const wallMat = new THREE.MeshStandardMaterial({ color: palette.line, roughness: 0.9 });
+    // Every box of the floor (room floors, walls, desk tops, legs, screens), every chair and
+    // every light is one instance of three instanced meshes: three draw calls whatever the
+    // company's size, where a mesh per part made a 1,000-desk floor thousands of draw calls.
+    this.parts = { box: [], chair: [], light: [] };
     this.corners = [];
     for (const room of placed) {
       for (const [sx, sz] of [[-1, -1], [1, -1], [-1, 1], [1, 1]]) {
@@ -255,19 +260,13 @@ export class Floor3D {
       }
       const g = new THREE.Group();
       g.position.set(room.x, 0, room.z);
-      const floor = new THREE.Mesh(geo.box, roomFloor);
-      floor.scale.set(room.w, 0.08, room.d);
-      floor.position.y = -0.04;
-      g.add(floor);
+      this.part("box", null, palette.surface, [room.x, -0.04, room.z], [room.w, 0.08, room.d]);
       for (const [w, d, px, pz] of [
         [room.w, 0.15, 0, -room.d / 2],
         [0.15, room.d, -room.w / 2, 0],
         [0.15, room.d, room.w / 2, 0],
       ]) {
-        const wall = new THREE.Mesh(geo.box, wallMat);
-        wall.scale.set(w, 0.55, d);
-        wall.position.set(px, 0.27, pz);
-        g.add(wall);
+        this.part("box", null, palette.line, [room.x + px, 0.27, room.z + pz], [w, 0.55, d]);
       }
       const boss = room.lead.reports_to ? this.company.agent(room.lead.reports_to) : null;
       const name = room.lead.reports.length ? `${room.lead.name}'s team` : room.lead.name;
@@ -288,6 +287,7 @@ export class Floor3D {
         this.desk(m, false, room.x + (col - (inRow - 1) / 2) * DX, z0 + (row + 1) * DZ, geo);
       });
     }
+    this.instances(geo);
     this.labelsDirty = true;
     this.fitNow();
   }
@@ -301,41 +301,72 @@ export class Floor3D {
         ring: new THREE.RingGeometry(0.9, 1.2, 40),
         packet: new THREE.SphereGeometry(0.3, 16, 12),
       };
-      this.mats = {
-        desk: new THREE.MeshStandardMaterial({ color: 0xc8a97e, roughness: 0.7 }),
-        lead: new THREE.MeshStandardMaterial({ color: 0xa4825a, roughness: 0.7 }),
-        screen: new THREE.MeshStandardMaterial({ color: 0x2b3140, roughness: 0.4 }),
+      this.colours = {
+        desk: new THREE.Color(0xc8a97e),
+        lead: new THREE.Color(0xa4825a),
+        screen: new THREE.Color(0x2b3140),
       };
     }
     return this.geo;
   }
 
-  desk(agent, lead, x, z, geo) {
+  /** A status light's colour: bright while busy or failed, dimmed when nothing happens. */
+  lightColour(state) {
+    this.lit ??= new Map();
+    if (!this.lit.has(state)) {
+      const colour = this.lightColours[state].clone();
+      const bright = state === "working" || state === "waiting" || state === "failed";
+      if (!bright) colour.lerp(this.palette.surface, 0.35);
+      this.lit.set(state, colour);
+    }
+    return this.lit.get(state);
+  }
+
+  /** One instance of a part: which agent's desk it belongs to (for picking), colour, place, size. */
+  part(kind, agentId, colour, [x, y, z], [sx, sy, sz] = [1, 1, 1]) {
+    this.parts[kind].push({ agentId, colour, x, y, z, sx, sy, sz });
+    return this.parts[kind].length - 1;
+  }
+
+  /** The collected parts become three instanced meshes (lit boxes and chairs, unlit lights). */
+  instances(geo) {
+    const Lit = this.software ? THREE.MeshLambertMaterial : THREE.MeshStandardMaterial;
+    const lit = this.software ? {} : { roughness: 0.85 };
+    const m = new THREE.Matrix4();
+    const q = new THREE.Quaternion();
+    const v = new THREE.Vector3();
+    const s = new THREE.Vector3();
+    this.instanced = {};
+    for (const [kind, geometry, material] of [
+      ["box", geo.box, new Lit({ color: 0xffffff, ...lit })],
+      ["chair", geo.chair, new Lit({ color: 0xffffff, ...lit })],
+      ["light", geo.light, new THREE.MeshBasicMaterial({ color: 0xffffff })],
+    ]) {
+      const list = this.parts[kind];
+      const mesh = new THREE.InstancedMesh(geometry, material, Math.max(1, list.length));
+      mesh.count = list.length;
+      list.forEach((p, i) => {
+        mesh.setMatrixAt(i, m.compose(v.set(p.x, p.y, p.z), q, s.set(p.sx, p.sy, p.sz)));
+        mesh.setColorAt(i, p.colour);
+      });
+      mesh.instanceMatrix.needsUpdate = true;
+      if (mesh.instanceColor) mesh.instanceColor.needsUpdate = true;
+      mesh.computeBoundingSphere();
+      mesh.userData.owners = list.map((p) => p.agentId);
+      this.instanced[kind] = mesh;
+      this.world.add(mesh);
+    }
+  }
+
+  desk(agent, lead, x, z) {
     const g = new THREE.Group();
     g.position.set(x, 0, z);
-    const top = new THREE.Mesh(geo.box, lead ? this.mats.lead : this.mats.desk);
-    top.scale.set(2.3, 0.16, 1.2);
-    top.position.y = 0.78;
-    const base = new THREE.Mesh(geo.box, lead ? this.mats.lead : this.mats.desk);
-    base.scale.set(2.1, 0.7, 0.2);
-    base.position.set(0, 0.38, -0.45);
-    const screen = new THREE.Mesh(geo.box, this.mats.screen);
-    screen.scale.set(1.0, 0.62, 0.07);
-    screen.position.set(0, 1.22, -0.35);
-    const chair = new THREE.Mesh(
-      geo.chair,
-      new THREE.MeshStandardMaterial({ color: new THREE.Color(`hsl(${hue(agent.id)}, 55%, 55%)`), roughness: 0.8 }),
-    );
-    chair.position.set(0, 0.25, 0.95);
-    const light = new THREE.Mesh(
-      geo.light,
-      new THREE.MeshStandardMaterial({ color: this.lightColours.idle, emissive: this.lightColours.idle, emissiveIntensity: 0.35 }),
-    );
-    light.position.set(0, 2.05, -0.35);
-    for (const part of [top, base, screen, chair, light]) {
-      part.userData.agent = agent.id;
-      g.add(part);
-    }
+    const wood = lead ? this.colours.lead : this.colours.desk;
+    this.part("box", agent.id, wood, [x, 0.78, z], [2.3, 0.16, 1.2]);
+    this.part("box", agent.id, wood, [x, 0.38, z - 0.45], [2.1, 0.7, 0.2]);
+    this.part("box", agent.id, this.colours.screen, [x, 1.22, z - 0.35], [1.0, 0.62, 0.07]);
+    this.part("chair", agent.id, new THREE.Color(`hsl(${hue(agent.id)}, 55%, 55%)`), [x, 0.25, z + 0.95]);
+    const light = this.part("light", agent.id, this.lightColour("idle"), [x, 2.05, z - 0.35]);
     const state = el("span", { class: "d3-state" }, "Idle");
     const usage = el("span", { class: "d3-usage", hidden: true });
     const face = el("span", { class: "d3-face", "aria-hidden": "true" }, initials(agent.name ?? agent.id));
@@ -384,8 +415,9 @@ export class Floor3D {
         new THREE.Vector2(((e.clientX - r.left) / r.width) * 2 - 1, -((e.clientY - r.top) / r.height) * 2 + 1),
         this.camera,
       );
-      const hit = ray.intersectObjects(this.world.children, true).find((h) => h.object.userData.agent);
-      if (hit) this.open(hit.object.userData.agent);
+      const owner = (h) => h.object.userData.owners?.[h.instanceId] ?? h.object.userData.agent;
+      const hit = ray.intersectObjects(this.world.children, true).find(owner);
+      if (hit) this.open(owner(hit));
     });
   }
 
@@ -407,10 +439,8 @@ export class Floor3D {
       if (desk.key === key) continue;
       desk.key = key;
       changed = true;
-      const colour = this.lightColours[state];
-      desk.light.material.color.copy(colour);
-      desk.light.material.emissive.copy(colour);
-      desk.light.material.emissiveIntensity = busy || state === "failed" ? 0.9 : 0.25;
+      this.instanced.light.setColorAt(desk.light, this.lightColour(state));
+      this.instanced.light.instanceColor.needsUpdate = true;
       const words =
         state === "working"
           ? "Working"
@@ -436,10 +466,9 @@ export class Floor3D {
       desk.title.textContent = busy && d.task ? clip(d.task.title, 46) : "";
     }
     if (changed && this.mode === "follow") this.follow();
-    if (changed) {
-      this.labelsDirty = true; // a task's title appeared or went
-      this.frame();
-    }
+    // Labels keep their places when their words change ([hidden] hides a title), so only the
+    // canvas is drawn again; placing 2,000 labels per event was most of a big floor's frame.
+    if (changed) this.frame();
   }
 
   // --- the camera ---------------------------------------------------------------------------
@@ -448,6 +477,7 @@ export class Floor3D {
     const w = this.canvasBox.clientWidth;
     const h = this.canvasBox.clientHeight;
     if (!w || !h) return;
+    this.size = { w, h }; // read here, not per frame: reading it then forces a layout
     this.renderer.setSize(w, h);
     this.labels.setSize(w, h);
     this.labelsDirty = true;
@@ -577,6 +607,18 @@ export class Floor3D {
   }
 
   draw(now) {
+    const start = performance.now();
+    try {
+      this.drawFrame(now);
+    } finally {
+      const ms = performance.now() - start;
+      this.cost.frames++;
+      this.cost.ms += ms;
+      this.cost.max = Math.max(this.cost.max, ms);
+    }
+  }
+
+  drawFrame(now) {
     let moving = false;
     if (this.tween) {
       const k = Math.min(1, (now - this.tween.t0) / 650);
@@ -606,7 +648,7 @@ export class Floor3D {
 
   pixelsPerUnit() {
     const dist = this.camera.position.distanceTo(this.controls.target);
-    const h = this.canvasBox.clientHeight || 1;
+    const h = this.size?.h || 1;
     return h / (2 * dist * Math.tan((this.camera.fov * Math.PI) / 360));
   }
 
@@ -678,8 +720,8 @@ export class Floor3D {
       f.tag.hidden = t >= 1;
       if (t < 1) {
         const p = f.packet.position.clone().project(this.camera);
-        const x = ((p.x + 1) / 2) * this.canvasBox.clientWidth;
-        const y = ((1 - p.y) / 2) * this.canvasBox.clientHeight;
+        const x = ((p.x + 1) / 2) * (this.size?.w ?? 0);
+        const y = ((1 - p.y) / 2) * (this.size?.h ?? 0);
         f.tag.style.transform = `translate(-50%, -130%) translate(${x.toFixed(1)}px, ${y.toFixed(1)}px)`;
       }
       f.line.geometry.setDrawRange(0, Math.ceil(eased * 41));
@@ -768,7 +810,8 @@ export class Floor3D {
   dispose(object) {
     object.traverse((o) => {
       if (o.isCSS2DObject) o.element.remove();
-      if (o.material && !Object.values(this.mats ?? {}).includes(o.material)) o.material.dispose?.();
+      o.material?.dispose?.();
+      if (o.isInstancedMesh) o.dispose();
     });
     this.world.remove(object);
   }
@@ -796,6 +839,7 @@ export class Floor3D {
       picked: this.picked ?? null,
       flights: this.flights.length,
       counts: { ...this.counts },
+      cost: { ...this.cost },
       desks,
     };
   }

@@ -10,6 +10,9 @@ const PAGE = 2000;
 // Quiet stretches longer than this play as if they were this long (seconds of run time), so a
 // run that waited an hour on a slow model is not an hour of nothing.
 const MAX_GAP = 8;
+// The replay keeps to the wall clock: a slow frame (a big floor on a CPU-drawn canvas) skips
+// states rather than slowing the run down. Only a stall longer than this is not made up.
+const MAX_STEP = 5;
 
 export class Replay {
   constructor(org, runId) {
@@ -24,6 +27,11 @@ export class Replay {
     this.speed = 16;
     this.listeners = new Set();
     this.frame = null;
+    this.lastTick = 0;
+    // A hidden tab gets no frames; coming back, the replay goes on from where it was shown.
+    document.addEventListener("visibilitychange", () => {
+      this.lastTick = performance.now();
+    });
   }
 
   /** Read every event of the run, a page at a time. */
@@ -104,11 +112,11 @@ export class Replay {
     if (this.playing) return;
     if (this.t >= this.duration) this.seek(0);
     this.playing = true;
-    let last = performance.now();
+    this.lastTick = performance.now();
     const tick = (now) => {
       if (!this.playing) return;
-      const dt = Math.min(1, (now - last) / 1000); // a tab hidden for long does not leap ahead
-      last = now;
+      const dt = Math.min(MAX_STEP, Math.max(0, (now - this.lastTick) / 1000));
+      this.lastTick = now;
       this.seek(this.t + dt * this.speed, { animate: true });
       if (this.t >= this.duration) {
         this.pause();

@@ -36,6 +36,15 @@ export class Company {
     this.streams = new Map(); // agent id -> {task, text}: written now, not yet in the log
     this.listeners = new Set();
     this.now = () => Date.now() / 1000; // a replay sets its own clock
+    // Bumped by every change, so desks() and counts() are worked out once per change however
+    // many views ask in a frame (a 1,000-desk floor asked several times per frame).
+    this.version = 0;
+    this.memo = { version: -1, desks: null, counts: new Map() };
+  }
+
+  fresh() {
+    if (this.memo.version !== this.version) this.memo = { version: this.version, desks: null, counts: new Map() };
+    return this.memo;
   }
 
   listen(fn) {
@@ -58,10 +67,12 @@ export class Company {
     }
     for (const task of snap.tasks) this.put(task);
     for (const [id, note] of Object.entries(snap.agents || {})) this.notes.set(id, { ...note });
+    this.version++;
     this.emit({ type: "snapshot" });
   }
 
   put(task) {
+    this.version++;
     const old = this.tasks.get(task.id);
     const merged = old ? { ...old, ...task } : task;
     this.tasks.set(task.id, merged);
@@ -75,6 +86,7 @@ export class Company {
   patch(id, fields) {
     const task = this.tasks.get(id);
     if (!task) return null;
+    this.version++;
     Object.assign(task, fields);
     return task;
   }
@@ -173,6 +185,7 @@ export class Company {
   }
 
   note(agentId, fields) {
+    this.version++;
     this.notes.set(agentId, { ...(this.notes.get(agentId) || {}), ...fields });
   }
 
@@ -184,6 +197,12 @@ export class Company {
 
   /** Every agent's desk in one pass over the tasks: working beats waiting beats queued. */
   desks() {
+    const memo = this.fresh();
+    memo.desks ??= this.workOutDesks();
+    return memo.desks;
+  }
+
+  workOutDesks() {
     const out = new Map();
     for (const id of this.agents.keys()) out.set(id, { state: "idle", task: null, queued: 0, held: 0, latest: null });
     for (const task of this.tasks.values()) {
@@ -216,6 +235,12 @@ export class Company {
   }
 
   counts(rootId = null) {
+    const memo = this.fresh();
+    if (!memo.counts.has(rootId)) memo.counts.set(rootId, this.countTasks(rootId));
+    return { ...memo.counts.get(rootId) };
+  }
+
+  countTasks(rootId) {
     const counts = { todo: 0, in_progress: 0, waiting: 0, done: 0, failed: 0, cancelled: 0 };
     for (const t of this.tasks.values()) if (!rootId || t.root_id === rootId) counts[t.status]++;
     return counts;

@@ -67,9 +67,12 @@ export function avatar(agent, size = "") {
   return a;
 }
 
+// One formatter for every clock on the page: toLocaleTimeString builds a new one per call.
+const CLOCK = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+
 export function clock(ts) {
   if (!ts) return "";
-  return new Date(ts * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return CLOCK.format(new Date(ts * 1000));
 }
 
 export function duration(seconds) {
