@@ -10,6 +10,7 @@ import { ENDINGS, GOAL_KINDS, KIND } from "./kinds.js";
 import { renderOrgChart } from "./orgchart.js";
 import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
+import { FrameBatch } from "./framebatch.js";
 import { Timeline } from "./timeline.js";
 import { formatCost, runUsage, usageText } from "./cost.js";
 import { clip, debounce, duration, el, perFrame, STATUS_ICON, STATUS_LABEL } from "./util.js";
@@ -116,6 +117,21 @@ function renderStats() {
 let replayUntil = 0;
 let firstSnapshot = true;
 
+// The model takes each message as it comes; the views take what arrived once per frame, so a
+// big company's burst of messages is drawn once rather than once per message.
+const shownLater = new FrameBatch((events, fresh) => {
+  if (replay) return;
+  feed.add(events);
+  drawer.onEvents(events);
+  if (fresh.length && document.body.dataset.view === "floor") {
+    floor.render(); // desks first, so marks land on up-to-date desks
+    floor.animate(fresh);
+  }
+  announce(fresh);
+  banner.consider(company, fresh);
+  redraw();
+});
+
 const live = new Live({
   onSnapshot(snap) {
     company.loadSnapshot(snap);
@@ -137,16 +153,7 @@ const live = new Live({
     timeline.onEvents(events);
     if (events.some((e) => GOAL_KINDS.has(e.kind) && !company.tasks.get(e.task_id)?.parent_id)) refreshRuns();
     if (replay) return; // the live company keeps up; the views show the replay
-    feed.add(events);
-    drawer.onEvents(events);
-    const fresh = events.filter((e) => e.seq > replayUntil);
-    if (fresh.length && document.body.dataset.view === "floor") {
-      floor.render(); // desks first, so marks land on up-to-date desks
-      floor.animate(fresh);
-    }
-    announce(fresh);
-    banner.consider(company, fresh);
-    redraw();
+    shownLater.add(events, replayUntil);
   },
   onStream(desks) {
     company.stream(desks);

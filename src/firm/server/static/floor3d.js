@@ -138,6 +138,12 @@ export class Floor3D {
     root.replaceChildren(this.canvasBox);
     this.software = softwareGl();
     this.renderer = new THREE.WebGLRenderer({ antialias: !this.software, preserveDrawingBuffer: true });
+    // Reading a shader's log waits for the GPU process; ours are three.js's own, known good.
+    this.renderer.debug.checkShaderErrors = false;
+    // Materials of arcs, packets and rings are reused rather than disposed: disposing the last
+    // material of a kind drops its compiled program, and the next arc compiled it again, which
+    // took most of a busy floor's frame on a CPU-drawn canvas.
+    this.pool = { line: [], packet: [], ring: [] };
     this.renderer.setPixelRatio(Math.min(2, window.devicePixelRatio || 1));
     this.renderer.domElement.setAttribute("aria-hidden", "true");
     this.canvasBox.append(this.renderer.domElement);
@@ -689,10 +695,13 @@ export class Floor3D {
     const colour = this.arcColours[kind];
     const line = new THREE.Line(
       new THREE.BufferGeometry().setFromPoints(curve.getPoints(40)),
-      new THREE.LineBasicMaterial({ color: colour, transparent: true, opacity: 0.9 }),
+      this.borrow("line", () => new THREE.LineBasicMaterial({ transparent: true }), colour, 0.9),
     );
     line.geometry.setDrawRange(0, 0);
-    const packet = new THREE.Mesh(this.geo.packet, new THREE.MeshBasicMaterial({ color: colour, transparent: true }));
+    const packet = new THREE.Mesh(
+      this.geo.packet,
+      this.borrow("packet", () => new THREE.MeshBasicMaterial({ transparent: true }), colour, 1),
+    );
     const icon = kind === "delegation" ? "✉" : kind === "done" ? "✓" : "✕";
     const tag = el("div", { class: `d3-flight f-${kind}`, hidden: true }, el("b", {}, icon), title ? ` ${clip(title, 30)}` : "");
     this.tagLayer.append(tag);
@@ -762,7 +771,12 @@ export class Floor3D {
     if (!desk || reducedMotion.matches) return;
     const ring = new THREE.Mesh(
       this.geo.ring,
-      new THREE.MeshBasicMaterial({ color: colour, transparent: true, side: THREE.DoubleSide, depthWrite: false }),
+      this.borrow(
+        "ring",
+        () => new THREE.MeshBasicMaterial({ transparent: true, side: THREE.DoubleSide, depthWrite: false }),
+        colour,
+        0.85,
+      ),
     );
     ring.rotation.x = -Math.PI / 2;
     ring.position.copy(desk.pos).setY(0.06);
@@ -779,7 +793,7 @@ export class Floor3D {
       p.ring.visible = t >= 0;
       if (t >= 1) {
         this.scene.remove(p.ring);
-        p.ring.material.dispose();
+        this.pool.ring.push(p.ring.material);
         continue;
       }
       if (t >= 0) {
@@ -796,14 +810,25 @@ export class Floor3D {
     f.tag.remove();
     this.scene.remove(f.line, f.packet);
     f.line.geometry.dispose();
-    f.line.material.dispose();
-    f.packet.material.dispose();
+    this.pool.line.push(f.line.material);
+    this.pool.packet.push(f.packet.material);
+  }
+
+  /** A material of this kind from the pool (or a new one), in this colour and opacity. */
+  borrow(kind, make, colour, opacity) {
+    const material = this.pool[kind].pop() ?? make();
+    material.color.copy(colour);
+    material.opacity = opacity;
+    return material;
   }
 
   clearFlights() {
     for (const f of this.flights) this.drop(f);
     this.flights = [];
-    for (const p of this.pulses) this.scene.remove(p.ring);
+    for (const p of this.pulses) {
+      this.scene.remove(p.ring);
+      this.pool.ring.push(p.ring.material);
+    }
     this.pulses = [];
   }
 
