@@ -161,6 +161,7 @@ export class Company {
       case KIND.MODEL_CALL: {
         const task = this.tasks.get(e.task_id);
         if (task) task.usage = withCall(task.usage, d);
+        this.version++;
         break;
       }
       case KIND.TOOL_CALL:
@@ -178,6 +179,7 @@ export class Company {
 
   /** What agents are writing now (live only): text "" ends a stream. */
   stream(desks) {
+    this.version++;
     for (const [agentId, { task, text }] of Object.entries(desks || {})) {
       if (text) this.streams.set(agentId, { task, text });
       else this.streams.delete(agentId);
