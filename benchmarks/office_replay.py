@@ -10,6 +10,7 @@ longest main-thread task while it plays; the JS heap at the end.
 
     python benchmarks/office_replay.py                 # ~1,000 agents, one task each
     python benchmarks/office_replay.py --agents 200
+    python benchmarks/office_replay.py --floor 2d     # the plan instead of the 3D floor
 
 Figures are for reading, not asserting.
 """
@@ -101,7 +102,9 @@ PLAY = """async (root) => {
   return {
     loaded, wall, duration: replay.duration, events: replay.events.length, frames, longest,
     heap: performance.memory ? performance.memory.usedJSHeapSize : null,
-    desks: document.querySelectorAll(".desk").length,
+    floor: window.__office.floor,
+    desks: document.querySelectorAll(
+      window.__office.floor === "3d" ? "#floor-3d .d3-desk" : "#floor-2d .desk").length,
   };
 }"""
 
@@ -109,6 +112,7 @@ PLAY = """async (root) => {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--floor", choices=["3d", "2d"], default="3d")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -143,15 +147,18 @@ def main() -> None:
                 f"pages of 2,000: {(t2 - t1) * 1000:.0f} ms"
             )
             with sync_playwright() as p:
+                # The 3D floor drawn by SwiftShader (the page's default where WebGL runs), or
+                # the plan, with WebGL turned off.
+                gl = ["--use-angle=swiftshader", "--enable-unsafe-swiftshader"]
                 browser = p.chromium.launch(
                     executable_path="/usr/bin/chromium",
-                    # The plan (2D floor), whose figures the README quotes; no WebGL here.
-                    args=["--no-sandbox", "--enable-precise-memory-info", "--disable-webgl"],
+                    args=["--no-sandbox", "--enable-precise-memory-info"]
+                    + (gl if args.floor == "3d" else ["--disable-webgl"]),
                 )
                 page = browser.new_page(viewport={"width": 1440, "height": 900}, bypass_csp=True)
                 page.goto(server.url + "/")
                 page.wait_for_function(
-                    "document.querySelectorAll('.desk').length > 0", timeout=120_000
+                    "document.querySelectorAll('.desk, .d3-desk').length > 0", timeout=120_000
                 )
                 page.wait_for_function(
                     f"document.querySelector('#run-pick option[value=\"{root}\"]')",
@@ -165,8 +172,8 @@ def main() -> None:
     fps = len(frames) / max(1e-9, sum(frames) / 1000)
     pace = result["duration"] / max(1e-9, result["wall"])
     print(
-        f"page: {result['desks']} desks; replay of {result['events']} events loaded in "
-        f"{result['loaded']:.0f} ms"
+        f"page: {result['desks']} desks ({result['floor']} floor); replay of "
+        f"{result['events']} events loaded in {result['loaded']:.0f} ms"
     )
     print(
         f"play at 60×: {result['duration']:.1f} s of run in {result['wall']:.1f} s wall "
