@@ -87,3 +87,19 @@ def test_a_body_that_ran_without_an_approval_fails(
     assert report.check("integrity").verdict == "PASS"
     approvals = report.check("approvals")
     assert approvals.verdict == "FAIL" and "ran without a person's approval" in approvals.detail
+
+
+def test_a_run_cancelled_after_an_approval_still_verifies(
+    firm: Firm, model: ScriptedModel, submit: Submit, company: Company
+) -> None:
+    _script_transfer(model, [])
+    root = submit()
+    assert firm.run_until(root, timeout=30).status == Status.WAITING
+    (a,) = firm.store.approvals(status="pending")
+    with Firm(firm.store.url) as person:  # approved while no session has run the call yet
+        person.store.decide_approval(a.id, "approved", "alice")
+        person.cancel(root, "changed our minds")
+    assert firm.store.get_approval(a.id).status == "withdrawn"
+    assert company.transfers() == []
+    report = verify_bundle(firm.export_audit(root), firm.audit_key().public)
+    assert report.check("approvals").verdict == "PASS", report.check("approvals").detail

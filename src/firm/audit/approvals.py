@@ -43,6 +43,7 @@ class _Decided:
     decision: Any
     by: Any
     args_digest: Any
+    withdrawn_at: int | None = None  # the seq of a withdrawal after the approval
 
 
 def approval_problems(
@@ -67,6 +68,17 @@ def approval_problems(
             )
             continue
         if e.kind == EventKind.APPROVAL_DECIDED and isinstance(aid, str):
+            earlier = decided.get(aid)
+            if (
+                earlier is not None
+                and earlier.decision == "approved"
+                and earlier.withdrawn_at is None
+                and d.get("decision") == "withdrawn"
+            ):
+                # An approved call whose task was cancelled before the call ran: the one
+                # decision that may follow an approval, and the body must not run after it.
+                earlier.withdrawn_at = e.seq
+                continue
             if aid in decided:
                 problems.append(f"entry {e.seq}: approval {aid} is decided a second time")
                 continue
@@ -116,6 +128,8 @@ def _approved(
         return f"approval {aid} was never decided before the body ran"
     if dec.decision != "approved":
         return f"approval {aid} was {dec.decision}, not approved"
+    if dec.withdrawn_at is not None and dec.withdrawn_at < e.seq:
+        return f"approval {aid} was withdrawn (entry {dec.withdrawn_at}) before the body ran"
     if not isinstance(dec.by, str) or not dec.by.strip() or dec.by == "timeout":
         return f"approval {aid} does not say who approved it"
     if dec.args_digest != req.args_digest:
