@@ -99,8 +99,13 @@ def build_router(office: Office) -> APIRouter:
             Query(),
         ] = "pending",
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+        task: Annotated[
+            str | None, Query(min_length=1, max_length=64, description="Only this task's calls")
+        ] = None,
     ) -> list[ApprovalOut]:
-        items = store.approvals(status=None if status == "all" else status, limit=limit)
+        items = store.approvals(
+            status=None if status == "all" else status, task_id=task, limit=limit
+        )
         return [ApprovalOut(**a.to_dict()) for a in items]
 
     def decide(approval_id: str, decision: str, who: str, note: str | None) -> ApprovalOut:

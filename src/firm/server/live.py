@@ -2,7 +2,8 @@
 
 Messages from the server, as JSON text:
 
-    {"type": "snapshot", "seq": S, "org": {...}, "tasks": [...], "agents": {...}, "counts": {...}}
+    {"type": "snapshot", "seq": S, "org": {...}, "tasks": [...], "agents": {...}, "counts": {...},
+     "approvals": [...]}
     {"type": "events", "events": [{"seq": ..., "kind": ..., ...}, ...]}   (repeated)
     {"type": "stream", "desks": {AGENT: {"task": TASK_ID, "text": "…"}}}  (with ?streams=1)
 

@@ -27,6 +27,7 @@ from firm.tasks import OPEN, Task
 from firm.tools.workspace import Workspace
 
 SNAPSHOT_RECENT = 400  # newest tasks a live view starts with, besides every open one
+SNAPSHOT_APPROVALS = 1000  # waiting calls a live view starts with (the oldest first)
 
 
 class Office:
@@ -197,7 +198,16 @@ class Office:
             "tasks": [t.to_dict() for t in tasks],
             "agents": self.hub.notes(),
             "counts": self.store.counts(),
+            "approvals": self.pending_approvals(),
         }
+
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """What waits for a person, without the arguments (the page fetches those when it
+        shows a call): read after `seq`, so the events that follow only add or settle."""
+        return [
+            {k: v for k, v in a.to_dict().items() if k != "args"}
+            for a in self.store.approvals(status="pending", limit=SNAPSHOT_APPROVALS)
+        ]
 
 
 class UnknownAgent(FirmError):
