@@ -6,8 +6,10 @@ import { GoalBanner, progressChips } from "./banner.js";
 import { Drawer } from "./drawer.js";
 import { Feed } from "./feed.js";
 import { Floors } from "./floors.js";
-import { ENDINGS, GOAL_KINDS, KIND } from "./kinds.js";
+import { Inbox } from "./inbox.js";
+import { APPROVAL_KINDS, ENDINGS, GOAL_KINDS, KIND } from "./kinds.js";
 import { renderOrgChart } from "./orgchart.js";
+import { TaskApprovals } from "./pending.js";
 import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
 import { FrameBatch } from "./framebatch.js";
@@ -27,6 +29,10 @@ const board = new Board($("view-board"), company, { onOpenTask: openTask });
 const feed = new Feed($("feed-list"), company, { onOpenTask: openTask });
 const timeline = new Timeline($("view-timeline"), { live: company, replay: () => replay, onOpenTask: openTask });
 const banner = new GoalBanner($("goal-banner"), { onOpenTask: openTask });
+// People in the chain of command: the approvals inbox, and a task's waiting calls in its drawer.
+const say = (text) => ($("announcer").textContent = text);
+const inbox = new Inbox(company, { onOpenTask: openTask, needToken: askForToken, toast, announce: say });
+drawer.use(new TaskApprovals(company, { needToken: askForToken, toast, announce: say, onDecided: () => inbox.onEvents() }));
 
 // --- views -------------------------------------------------------------------------------
 
@@ -141,6 +147,7 @@ const live = new Live({
     fillRecipients(snap.org);
     renderOrgChart($("view-org"), company, { onGiveGoal: giveGoalTo });
     floor.build();
+    inbox.onEvents();
     if (firstSnapshot) {
       firstSnapshot = false;
       loadRecentActivity(snap.seq);
@@ -152,6 +159,7 @@ const live = new Live({
     company.apply(events);
     timeline.onEvents(events);
     if (events.some((e) => GOAL_KINDS.has(e.kind) && !company.tasks.get(e.task_id)?.parent_id)) refreshRuns();
+    if (events.some((e) => APPROVAL_KINDS.has(e.kind) || e.data?.approval)) inbox.onEvents(events);
     if (replay) return; // the live company keeps up; the views show the replay
     shownLater.add(events, replayUntil);
   },

@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { usageLines } from "./cost.js";
-import { avatar, clip, clock, debounce, el, elapsed, markdown, OPEN, STATUS_ICON, statusPill } from "./util.js";
+import { avatar, clip, clock, debounce, el, elapsed, markdown, OPEN, STATUS_ICON, statusPill, visible } from "./util.js";
 
 export class Drawer {
   constructor(company, { toast, needToken }) {
@@ -30,6 +30,13 @@ export class Drawer {
     });
     this.refresh = debounce(() => this.load(false), 250);
     this.replay = null; // while set, tasks come from the replay, as of its position
+    this.sections = []; // more of a task, from other modules: {section(task) -> a kept node}
+  }
+
+  /** Add a section to every live task's drawer, below its actions. Its node is kept in place
+   * across redraws (what is typed in it, and its focus, survive the task's events). */
+  use(section) {
+    this.sections.push(section);
   }
 
   /** Read tasks from a replay (or, with null, from the API again). */
@@ -187,12 +194,21 @@ export class Drawer {
           el(
             "ol",
             { class: "mini-log" },
-            events.slice(-60).map((e) => el("li", {}, el("time", {}, clock(e.ts)), ` ${e.kind}`, e.data?.text ? `: ${clip(e.data.text, 140)}` : e.data?.summary ? `: ${clip(e.data.summary, 140)}` : "")),
+            events.slice(-60).map((e) => el("li", {}, el("time", {}, clock(e.ts)), ` ${e.kind}`, e.data?.text ? `: ${clip(visible(e.data.text), 140)}` : e.data?.summary ? `: ${clip(visible(e.data.summary), 140)}` : "")),
           ),
         ),
       );
     }
-    this.body.replaceChildren(...parts);
+    const kept = this.replay ? [] : this.sections.map((s) => s.section(task)).filter(Boolean);
+    this.place(parts.slice(0, 3), kept, parts.slice(3));
+  }
+
+  /** Fill the body: `before`, the kept nodes (never detached while shown), then `after`. */
+  place(before, kept, after) {
+    for (const child of [...this.body.children]) if (!kept.includes(child)) child.remove();
+    for (const node of kept) if (node.parentNode !== this.body) this.body.append(node);
+    this.body.prepend(...before);
+    this.body.append(...after);
   }
 
   subtree(task) {

@@ -2,7 +2,8 @@
 // collapsible, its events newest first); the audit trail's checkpoints only on request.
 
 import { AUDIT_KINDS, KIND, LIFECYCLE_TOOLS as QUIET_TOOLS } from "./kinds.js";
-import { avatar, clip, clock, el, hue, STATUS_ICON } from "./util.js";
+import { describeApproval } from "./asks.js";
+import { avatar, clip, clock, el, hue, STATUS_ICON, visible } from "./util.js";
 
 const KEEP = 150;
 const AUDIT = "audit"; // the group of checkpoints (no goal's id looks like this)
@@ -151,7 +152,7 @@ export class Feed {
         return { tone: "thought", text: `${who}: “${clip(d.text, 160)}”` };
       case KIND.TOOL_CALL:
         if (QUIET_TOOLS.has(d.tool)) return null;
-        return { tone: d.ok === false ? "bad" : "tool", text: `${who} · ${d.tool} ${clip(d.summary ?? "", 80)}${d.ok === false ? " (error)" : ""}` };
+        return { tone: d.ok === false ? "bad" : "tool", text: `${who} · ${d.tool} ${clip(visible(d.summary), 80)}${d.ok === false ? " (error)" : ""}` };
       case KIND.TOOL_DENIED:
         return { tone: "bad", text: `${who} was denied ${d.tool}: ${clip(d.reason ?? "", 120)}` };
       case KIND.TOOL_ERROR:
@@ -170,6 +171,9 @@ export class Feed {
         return { tone: "cancel", text: `${this.title(e.task_id)} was cancelled: ${clip(d.reason ?? "", 100)}` };
       case KIND.REQUEUED:
         return { tone: "wait", text: `${this.title(e.task_id)} goes back in the queue: ${clip(d.reason ?? "", 100)}` };
+      case KIND.APPROVAL_REQUESTED:
+      case KIND.APPROVAL_DECIDED:
+        return describeApproval(e, who);
       default:
         return { tone: "other", text: `${e.kind}${who ? ` · ${who}` : ""}${e.task_id ? ` · ${e.task_id}` : ""}` };
     }

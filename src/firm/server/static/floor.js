@@ -1,6 +1,7 @@
 // The office floor: a room per team (its manager's desk first), a desk per agent, and the
 // paperwork flying between desks: delegations down, results back up.
 
+import { askBadge, showAsks, waitingWords } from "./asks.js";
 import { usageByDesk, usageText } from "./cost.js";
 import { KIND } from "./kinds.js";
 import { avatar, clip, el, reducedMotion } from "./util.js";
@@ -100,6 +101,7 @@ export class Floor {
     // desk keeps its size whether or not it has any.
     const usage = el("span", { class: "desk-usage empty" });
     const face = avatar(agent, "lg");
+    const ask = askBadge((taskId) => this.onOpenTask(taskId));
     const node = el(
       "article",
       {
@@ -112,12 +114,13 @@ export class Floor {
         { class: "desk-top" },
         el("span", { class: "desk-face" }, face, el("span", { class: "dot", "aria-hidden": "true" })),
         el("div", { class: "who" }, el("h4", {}, agent.name), el("p", {}, agent.title)),
+        ask,
       ),
       el("div", { class: "desk-status" }, el("div", { class: "desk-line" }, state, more, usage), doing),
       thought,
       action,
     );
-    this.desks.set(agent.id, { node, face, state, more, usage, doing, thought, thoughtText, action, shown: {} });
+    this.desks.set(agent.id, { node, face, state, more, usage, doing, thought, thoughtText, action, ask, shown: {} });
     return node;
   }
 
@@ -135,7 +138,7 @@ export class Floor {
         d.state === "working"
           ? "Working"
           : d.state === "waiting"
-            ? `Waiting on ${d.open} report${d.open === 1 ? "" : "s"}`
+            ? waitingWords(d)
             : d.state === "queued"
               ? `${d.queued} queued`
               : "Idle";
@@ -144,14 +147,15 @@ export class Floor {
       // What the agent is writing now, while it is about the task this desk shows.
       const live = this.company.streams.get(id);
       const streaming = live && task && live.task === task.id && d.state === "working" ? live.text : "";
-      const key = `${d.state}|${label}|${task?.id}|${task?.status}|${task?.title}|${note.thought_at}|${note.action_at}|${d.held}|${usage}|${streaming}`;
+      const key = `${d.state}|${label}|${task?.id}|${task?.status}|${task?.title}|${note.thought_at}|${note.action_at}|${d.held}|${usage}|${streaming}|${d.asks}|${d.askTask?.id}`;
       if (desk.shown.key === key) continue;
       desk.shown.key = key;
       desk.node.dataset.state = d.state;
+      showAsks(desk.ask, desk.node, d, agent_name(this.company, id));
       desk.state.textContent = label;
       desk.state.className = `desk-state st-${d.state}`;
       if (task) {
-        const verb = busy ? (d.state === "waiting" ? "Waiting on" : "Working on") : "Last task";
+        const verb = busy ? (d.state === "waiting" ? (d.person ? "Waiting for a person on" : "Waiting on") : "Working on") : "Last task";
         desk.doing.replaceChildren(
           ...(busy ? [] : [el("span", { class: "desk-verb" }, "Last task")]),
           el(

@@ -9,6 +9,7 @@
 import * as THREE from "./vendor/three/three.module.min.js";
 import { OrbitControls } from "./vendor/three/addons/OrbitControls.js";
 import { CSS2DObject, CSS2DRenderer } from "./vendor/three/addons/CSS2DRenderer.js";
+import { askBadge, showAsks, waitingWords } from "./asks.js";
 import { usageByDesk, usageText } from "./cost.js";
 import { KIND } from "./kinds.js";
 import { clip, el, hue, initials, reducedMotion } from "./util.js";
@@ -112,7 +113,7 @@ function place(room, x0, z0, out) {
 /** A desk's light and words for its state. */
 function deskState(d) {
   if (d.state === "working") return "working";
-  if (d.state === "waiting") return "waiting";
+  if (d.state === "waiting") return d.person ? "person" : "waiting";
   if (d.task && (d.task.status === "failed") && !d.held) return "failed";
   return d.state === "queued" ? "queued" : "idle";
 }
@@ -237,6 +238,7 @@ export class Floor3D {
       queued: new THREE.Color(css("--s-todo") || "#64748b"),
       working: new THREE.Color(css("--s-in_progress") || "#c2410c"),
       waiting: new THREE.Color(css("--s-waiting") || "#0369a1"),
+      person: new THREE.Color(css("--s-person") || "#b45309"),
       failed: new THREE.Color(css("--s-failed") || "#b91c1c"),
     };
     this.arcColours = {
@@ -398,8 +400,13 @@ export class Floor3D {
     bubble.position.set(0, 2.5, -0.35);
     bubble.center.set(0.5, 1);
     g.add(bubble);
+    const ask = askBadge((taskId) => this.onOpenTask(taskId), "ask-badge d3-ask");
+    const askTag = new CSS2DObject(ask);
+    askTag.position.set(0, 3.4, -0.35);
+    askTag.center.set(0.5, 1);
+    g.add(askTag);
     this.world.add(g);
-    this.desks.set(agent.id, { group: g, light, button, state, usage, title, face, pos: new THREE.Vector3(x, 1.2, z), key: "" });
+    this.desks.set(agent.id, { group: g, light, button, state, usage, title, face, ask, pos: new THREE.Vector3(x, 1.2, z), key: "" });
   }
 
   open(agentId) {
@@ -438,10 +445,10 @@ export class Floor3D {
       const desk = this.desks.get(id);
       if (!desk) continue;
       const state = deskState(d);
-      const busy = state === "working" || state === "waiting";
+      const busy = state === "working" || state === "waiting" || state === "person";
       const run = d.task ? spent.get(id)?.get(d.task.root_id) : null;
       const usage = run ? usageText(run.usage, run.cost, { short: true }) : "";
-      const key = `${state}|${d.open}|${d.task?.id}|${d.task?.title}|${d.held}|${usage}`;
+      const key = `${state}|${d.open}|${d.task?.id}|${d.task?.title}|${d.held}|${usage}|${d.asks}|${d.askTask?.id}`;
       if (desk.key === key) continue;
       desk.key = key;
       changed = true;
@@ -450,8 +457,8 @@ export class Floor3D {
       const words =
         state === "working"
           ? "Working"
-          : state === "waiting"
-            ? `Waiting on ${d.open} report${d.open === 1 ? "" : "s"}`
+          : state === "waiting" || state === "person"
+            ? waitingWords(d)
             : state === "failed"
               ? "Failed"
               : state === "queued"
@@ -460,6 +467,7 @@ export class Floor3D {
       const more = busy && d.held > 1 ? ` · +${d.held - 1} more` : "";
       desk.state.textContent = words + more;
       desk.button.dataset.state = state;
+      showAsks(desk.ask, desk.button, d, this.company.agent(id).name);
       const agent = this.company.agent(id);
       desk.button.setAttribute(
         "aria-label",

@@ -15,3 +15,5 @@ export const GOAL_KINDS = new Set([KIND.CREATED, ...ENDINGS]);
 export const AUDIT_KINDS = new Set([KIND.CHECKPOINT]);
 /** Tools whose calls show as their own events (delegated, completed, failed). */
 export const LIFECYCLE_TOOLS = new Set(["delegate_task", "complete_task", "fail_task"]);
+/** A call waiting for a person: asked, decided, run. */
+export const APPROVAL_KINDS = new Set([KIND.APPROVAL_REQUESTED, KIND.APPROVAL_DECIDED, KIND.APPROVAL_CLAIMED]);

@@ -3,7 +3,7 @@
 
 import { withCall } from "./cost.js";
 import { KIND, LIFECYCLE_TOOLS } from "./kinds.js";
-import { OPEN } from "./util.js";
+import { OPEN, visible } from "./util.js";
 
 /** A task as its creation event (created or delegated) describes it: todo, nothing done. */
 function newTask(e, where) {
@@ -34,6 +34,7 @@ export class Company {
     this.children = new Map(); // parent id -> Set of child ids
     this.notes = new Map(); // agent id -> {thought, thought_at, action, action_at}
     this.streams = new Map(); // agent id -> {task, text}: written now, not yet in the log
+    this.approvals = new Map(); // approval id -> a call waiting for a person (or decided here)
     this.listeners = new Set();
     this.now = () => Date.now() / 1000; // a replay sets its own clock
     // Bumped by every change, so desks() and counts() are worked out once per change however
@@ -67,6 +68,12 @@ export class Company {
     }
     for (const task of snap.tasks) this.put(task);
     for (const [id, note] of Object.entries(snap.agents || {})) this.notes.set(id, { ...note });
+    if (snap.approvals) {
+      // The snapshot is newer than anything seen: a call it no longer lists was decided.
+      const waiting = new Set(snap.approvals.map((a) => a.id));
+      for (const [id, a] of this.approvals) if (a.status === "pending" && !waiting.has(id)) this.approvals.delete(id);
+      for (const a of snap.approvals) this.approvals.set(a.id, { ...a });
+    }
     this.version++;
     this.emit({ type: "snapshot" });
   }
@@ -166,11 +173,36 @@ export class Company {
       }
       case KIND.TOOL_CALL:
       case KIND.TOOL_DENIED:
+        if (d.approval && e.kind === KIND.TOOL_CALL) this.settle(d.approval, "ran");
         // Delegating and finishing show as flights and statuses; a desk's action line is for work.
         if (e.agent && !LIFECYCLE_TOOLS.has(d.tool)) {
-          const action = `${d.tool ?? ""} ${d.summary ?? ""}`.trim() + (e.kind === KIND.TOOL_DENIED ? " (denied)" : "");
+          const action = `${d.tool ?? ""} ${visible(d.summary)}`.trim() + (e.kind === KIND.TOOL_DENIED ? " (denied)" : "");
           this.note(e.agent, { action, action_at: e.ts, action_task: e.task_id });
         }
+        break;
+      case KIND.APPROVAL_REQUESTED:
+        this.version++; // a desk now waits for a person
+        this.approvals.set(d.id, {
+          id: d.id,
+          task_id: e.task_id,
+          agent: e.agent,
+          tool: d.tool,
+          summary: d.summary ?? "",
+          rule: d.rule ?? "",
+          requested_at: e.ts,
+          timeout_at: d.timeout_at ?? null,
+          status: "pending",
+        });
+        break;
+      case KIND.APPROVAL_DECIDED: {
+        const a = this.approvals.get(d.id);
+        if (a) Object.assign(a, { status: d.decision, decided_by: d.by, decided_at: e.ts, note: d.note ?? null });
+        this.version++;
+        this.forgetDecided();
+        break;
+      }
+      case KIND.APPROVAL_CLAIMED:
+        this.settle(d.id, "running");
         break;
       default:
         break;
@@ -186,9 +218,41 @@ export class Company {
     }
   }
 
+  /** An approved call is about to run, or ran. */
+  settle(id, status) {
+    const a = this.approvals.get(id);
+    if (a) a.status = status;
+    this.version++;
+  }
+
+  /** Calls that wait for a person, oldest first. */
+  pendingApprovals() {
+    return [...this.approvals.values()].filter((a) => a.status === "pending").sort((a, b) => a.requested_at - b.requested_at);
+  }
+
+  /** Decided calls are kept a while (the inbox shows who decided), not for ever. */
+  forgetDecided(keep = 200) {
+    let decided = 0;
+    for (const a of this.approvals.values()) if (a.status !== "pending") decided++;
+    for (const [id, a] of this.approvals) {
+      if (decided <= keep) break;
+      if (a.status !== "pending") {
+        this.approvals.delete(id);
+        decided--;
+      }
+    }
+  }
+
   note(agentId, fields) {
     this.version++;
     this.notes.set(agentId, { ...(this.notes.get(agentId) || {}), ...fields });
+  }
+
+  /** How many calls of this task wait for a person. */
+  asksOf(taskId) {
+    let n = 0;
+    for (const a of this.approvals.values()) if (a.status === "pending" && a.task_id === taskId) n++;
+    return n;
   }
 
   openChildren(id) {
@@ -224,8 +288,23 @@ export class Company {
         }
       } else if (task.status === "todo") d.queued++;
     }
+    // A call waiting for a person: its desk says so (and shows that task) unless it is at work.
+    for (const a of this.approvals.values()) {
+      const d = a.status === "pending" && out.get(a.agent);
+      const task = d && this.tasks.get(a.task_id);
+      if (!task) continue;
+      d.asks = (d.asks ?? 0) + 1;
+      d.askTask ??= task;
+      if (d.state !== "working" && task.status === "waiting") {
+        d.state = "waiting";
+        d.task = task;
+      }
+    }
     for (const d of out.values()) {
-      if (d.state === "waiting") d.open = this.openChildren(d.task.id);
+      if (d.state === "waiting") {
+        d.open = this.openChildren(d.task.id);
+        d.person = d.asks > 0 && this.asksOf(d.task.id) > 0; // waits for a person, not reports
+      }
       if (d.state === "idle" && d.queued) d.state = "queued";
       if (!d.task) d.task = d.latest;
     }

@@ -89,6 +89,15 @@ export function elapsed(task, now = Date.now() / 1000) {
   return duration((task.finished_at ?? now) - task.started_at);
 }
 
+// Characters a reader cannot see, or that reorder what they see (a right-to-left override can
+// make "001" read "100"). Arguments and summaries come from models: these are spelled out.
+export const INVISIBLE = /[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb]/g;
+
+/** Text from a model with its invisible and direction-changing characters as \u escapes. */
+export function visible(text) {
+  return String(text ?? "").replace(INVISIBLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 export function clip(text, n) {
   const t = String(text ?? "").replace(/\s+/g, " ").trim();
   return t.length > n ? t.slice(0, n - 1) + "…" : t;
