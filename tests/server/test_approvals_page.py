@@ -355,3 +355,64 @@ def test_the_3d_floor_shows_the_badge(gl_browser: Any, pay: PayOffice) -> None:
     )
     page.screenshot(path=str(ARTIFACTS / "approvals-3d.png"))
     assert errors == []
+
+
+PLAN_ORG = """\
+company: Plan Co
+approvals:
+  - {agents: [ceo], delegations: true, timeout: 1d}
+agents:
+  - {id: ceo, name: Ada, title: CEO}
+  - {id: cto, name: Tom, title: CTO, reports_to: ceo}
+  - {id: cfo, name: Cam, title: CFO, reports_to: ceo}
+"""
+
+
+@pytest.fixture
+def plan_office(tmp_path: Path) -> Iterator[PayOffice]:
+    """The CEO's delegations wait for a person, a turn at a time (the autopilot model)."""
+    folder = tmp_path / "plan"
+    folder.mkdir()
+    org = folder / "company.yaml"
+    org.write_text(PLAN_ORG, encoding="utf-8")
+    model = ScriptedModel()
+    with ModelServer(model) as models:
+        office = Office(
+            org,
+            db=folder / "firm.db",
+            brain="llm",
+            brain_options=models.brain_options(timeout=5.0),
+            workspace=folder / "ws",
+            policy=AccessPolicy(token=TOKEN, reads_need_token=False, people={ALICE: "alice"}),
+            heartbeat=0.1,
+        )
+        server = OfficeServer(office, "127.0.0.1", 0).start()
+        yield PayOffice(office, server, folder / "none.txt", model, [])
+        server.stop()
+
+
+def test_a_plan_shows_its_delegations_in_the_inbox(browser: Any, plan_office: PayOffice) -> None:
+    errors: list[str] = []
+    page = open_page(browser, plan_office, errors, ALICE)
+    root = plan_office.submit("Launch the product")
+    (plan,) = plan_office.pending(1)
+    assert plan["kind"] == "plan"
+    inbox = page.locator("#inbox-open")
+    expect(inbox).to_have_attribute("data-count", "1", timeout=SLOW)
+    ceo = page.locator('.desk[data-agent="ceo"]')
+    expect(ceo).to_have_attribute("data-person", "true", timeout=SLOW)
+
+    inbox.click()
+    card = page.locator(f'.inbox-item[data-approval="{plan["id"]}"] .decision')
+    expect(card.locator(".decision-tool")).to_have_text("A plan of 2 delegations", timeout=SLOW)
+    items = card.locator(".plan-item")
+    expect(items).to_have_count(2)
+    expect(items.nth(0)).to_contain_text("Tom")
+    expect(items.nth(0)).to_contain_text("Launch the product")
+    expect(items.nth(1)).to_contain_text("Cam")
+    page.screenshot(path=str(ARTIFACTS / "approvals-plan.png"))
+    card.get_by_role("button", name="Approve").click()
+    expect(card.locator(".decision-verdict")).to_contain_text("Approved by alice", timeout=SLOW)
+    expect(inbox).to_have_attribute("data-count", "0", timeout=SLOW)
+    assert plan_office.finished(root)["status"] == "done"
+    assert errors == []

@@ -67,10 +67,28 @@ export function timeoutWords(a, now = Date.now() / 1000) {
 
 let serial = 0;
 
+/** A plan: a manager's turn of delegations waiting as one approval (args.delegations). */
+export const isPlan = (a) => a.kind === "plan" || String(a.id).startsWith("P-");
+
+/** A plan's delegations as a list: to whom, what, the brief in full, the tools granted. */
+function planItems(a, nameOf) {
+  const delegations = Array.isArray(a.args?.delegations) ? a.args.delegations : [];
+  return delegations.map((d, i) =>
+    el(
+      "li",
+      { class: "plan-item", dataset: { task: String(d?.task_id ?? "") } },
+      el("p", { class: "plan-what" }, el("strong", {}, `${i + 1}. ${nameOf(String(d?.to ?? "?"))}`), " · ", visible(d?.title ?? "")),
+      d?.brief ? el("p", { class: "plan-brief" }, visible(d.brief)) : null,
+      Array.isArray(d?.tools) && d.tools.length ? el("p", { class: "plan-tools" }, `Tools: ${d.tools.map(visible).join(", ")}`) : null,
+    ),
+  );
+}
+
 /** One call: while it waits, its arguments and the decision; then the decision. */
 export class DecisionCard {
-  constructor(approval, { needToken, toast, onDecided = null, announce = null }) {
+  constructor(approval, { needToken, toast, onDecided = null, announce = null, nameOf = (id) => id }) {
     this.id = approval.id;
+    this.nameOf = nameOf;
     this.needToken = needToken;
     this.toast = toast;
     this.onDecided = onDecided;
@@ -100,10 +118,11 @@ export class DecisionCard {
 
   head() {
     const a = this.approval;
+    this.toolLabel = isPlan(a) ? el("strong", { class: "decision-tool" }, "A plan") : el("code", { class: "decision-tool" }, a.tool);
     return el(
       "header",
       { class: "decision-head" },
-      el("code", { class: "decision-tool" }, a.tool),
+      this.toolLabel,
       el("span", { class: "decision-when" }, `asked at ${clock(a.requested_at)}`),
     );
   }
@@ -116,7 +135,10 @@ export class DecisionCard {
       "aria-label": `Arguments of ${this.approval.tool}`,
     });
     this.hiddenNote = el("p", { class: "decision-hidden", hidden: true });
-    return [this.args, this.hiddenNote];
+    if (!isPlan(this.approval)) return [this.args, this.hiddenNote];
+    // A plan reads as its delegations; the exact JSON is a click away.
+    this.planBox = el("ol", { class: "plan-list" });
+    return [this.planBox, this.hiddenNote, el("details", { class: "decision-more" }, el("summary", {}, "As JSON"), this.args)];
   }
 
   fillArgs() {
@@ -127,7 +149,14 @@ export class DecisionCard {
       this.args.dataset.loading = "true";
     } else {
       const { text, hidden } = prettyArgs(a.args);
-      if (this.args.textContent !== text) this.args.textContent = text;
+      if (this.args.textContent !== text) {
+        this.args.textContent = text;
+        if (this.planBox) {
+          this.planBox.replaceChildren(...planItems(a, this.nameOf));
+          const n = this.planBox.children.length;
+          this.toolLabel.textContent = `A plan of ${n} delegation${n === 1 ? "" : "s"}`;
+        }
+      }
       delete this.args.dataset.loading;
       this.hiddenNote.hidden = hidden === 0;
       this.hiddenNote.textContent = hidden
@@ -163,7 +192,7 @@ export class DecisionCard {
     this.node.replaceChildren(
       this.head(),
       this.due,
-      el("h4", { class: "decision-label" }, "Arguments, exactly as they will run"),
+      el("h4", { class: "decision-label" }, isPlan(this.approval) ? "Its delegations, exactly as they will be handed out" : "Arguments, exactly as they will run"),
       ...this.argsBox(),
       this.form,
     );
@@ -177,7 +206,7 @@ export class DecisionCard {
     this.form = null;
     this.approve = null;
     const status = el("p", { class: `decision-verdict t-${tone}`, tabindex: "-1" }, verdict);
-    const details = el("details", { class: "decision-more" }, el("summary", {}, "Arguments"), ...this.argsBox());
+    const details = el("details", { class: "decision-more" }, el("summary", {}, isPlan(a) ? "The plan" : "Arguments"), ...this.argsBox());
     this.node.replaceChildren(
       this.head(),
       status,

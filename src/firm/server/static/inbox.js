@@ -140,6 +140,7 @@ export class Inbox {
       const task = this.company.tasks.get(a.task_id);
       const card = new DecisionCard(a, {
         ...this.options,
+        nameOf: (id) => this.company.agent(id).name,
         onDecided: () => this.onEvents(),
       });
       const item = el(

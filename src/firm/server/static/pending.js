@@ -87,7 +87,11 @@ export class TaskApprovals {
       let card = this.cards.get(a.id);
       if (card) card.update(a);
       else {
-        card = new DecisionCard(a, { ...this.options, onDecided: (d) => this.decidedHere(d) });
+        card = new DecisionCard(a, {
+          ...this.options,
+          nameOf: (id) => this.company.agent(id).name,
+          onDecided: (d) => this.decidedHere(d),
+        });
         this.cards.set(a.id, card);
       }
       return card.node;
