@@ -81,6 +81,10 @@ const redraw = perFrame(() => {
   renderProgress();
 });
 
+const redrawDesks = perFrame(() => {
+  if (document.body.dataset.view === "floor") floor.render();
+});
+
 function renderProgress() {
   const chips = progressChips(shown()).slice(0, 4);
   for (const c of chips) c.spent = runUsage(shown(), c.root.id);
@@ -165,7 +169,7 @@ const live = new Live({
   },
   onStream(desks) {
     company.stream(desks);
-    if (!replay) redraw();
+    if (!replay) redrawDesks(); // only the desks show streams: nothing else need redraw
   },
   onState(state, reason) {
     const label = { connecting: "connecting…", reconnecting: "reconnecting…", live: "live", locked: "needs the access token" }[state];

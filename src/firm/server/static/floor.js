@@ -154,7 +154,12 @@ export class Floor {
       showAsks(desk.ask, desk.node, d, agent_name(this.company, id));
       desk.state.textContent = label;
       desk.state.className = `desk-state st-${d.state}`;
-      if (task) {
+      // A stream's words change the thought alone: the task's button stays the same node.
+      const doing = `${busy}|${d.state}|${d.person}|${task?.id}|${task?.title}`;
+      if (desk.shown.doing === doing) {
+        /* unchanged */
+      } else if (task) {
+        desk.shown.doing = doing;
         const verb = busy ? (d.state === "waiting" ? (d.person ? "Waiting for a person on" : "Waiting on") : "Working on") : "Last task";
         desk.doing.replaceChildren(
           ...(busy ? [] : [el("span", { class: "desk-verb" }, "Last task")]),
@@ -171,13 +176,14 @@ export class Floor {
           ),
         );
       } else {
+        desk.shown.doing = doing;
         desk.doing.replaceChildren(el("span", { class: "desk-verb" }, "No work yet"));
       }
       // A thought or action belongs to the task it was about: never shown under another one.
       const about = (taskId, ts) =>
         task && (taskId ? taskId === task.id : ts && ts >= (task.started_at ?? task.created_at) - 1);
       const thought = streaming
-        ? tail(streaming, 100)
+        ? tail(streaming, 220)
         : note.thought && about(note.thought_task, note.thought_at) ? clip(note.thought, 220) : "";
       desk.thoughtText.textContent = thought;
       desk.thought.classList.toggle("empty", !thought);
