@@ -54,6 +54,10 @@ class EventKind(StrEnum):
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
     APPROVAL_CLAIMED = "approval_claimed"
+    NOTE = "note"
+    QUESTION_ASKED = "question_asked"
+    QUESTION_ANSWERED = "question_answered"
+    QUESTION_WITHDRAWN = "question_withdrawn"
     # the LLM brain
     MODEL_CALL = "model_call"
     MODEL_RETRY = "model_retry"
@@ -221,6 +225,28 @@ class ApprovalClaimed(TypedDict):
     worker: str
 
 
+class Note(TypedDict):
+    by: str  # the person (the OS user, or the name an API token stands for)
+    text: str
+
+
+class QuestionAsked(TypedDict):
+    id: str
+    question: str
+
+
+class QuestionAnswered(TypedDict):
+    id: str
+    by: str
+    answer: str
+
+
+class QuestionWithdrawn(TypedDict):
+    id: str
+    by: str
+    reason: str
+
+
 class ToolErrorData(TypedDict):
     tool: str
     error: str
@@ -367,6 +393,16 @@ CATALOGUE: dict[EventKind, KindSpec] = {
             EventKind.APPROVAL_CLAIMED,
             "an approved call is about to run (once: a crash reports it as may have run)",
             ApprovalClaimed,
+        ),
+        KindSpec(EventKind.NOTE, "a person left a note on the task", Note),
+        KindSpec(EventKind.QUESTION_ASKED, "the agent asked a person a question", QuestionAsked),
+        KindSpec(
+            EventKind.QUESTION_ANSWERED, "a person answered the agent's question", QuestionAnswered
+        ),
+        KindSpec(
+            EventKind.QUESTION_WITHDRAWN,
+            "a question no one answered was withdrawn (its task was cancelled)",
+            QuestionWithdrawn,
         ),
         KindSpec(EventKind.MODEL_CALL, "the LLM brain called its model", ModelCall),
         KindSpec(EventKind.MODEL_RETRY, "a model call is retried", ModelRetry),

@@ -203,6 +203,8 @@ class AgentSpec(_Strict):
     brain: BrainName | None = None  # this agent's brain, whatever the run's (e.g. crewai)
     # Tools whose calls by this agent, or anyone under it, wait for a person's approval.
     approvals: list[str] = Field(default_factory=list)
+    # Whether this agent gets the ask_human tool (None: the company's `ask_human`).
+    ask_human: bool | None = None
 
     @field_validator("id", "reports_to")
     @classmethod
@@ -239,6 +241,9 @@ class OrgChart(_Strict):
     llm: LLMConfig | None = None
     brain: BrainName | None = None  # every agent's brain unless it names its own
     approvals: Annotated[list[ApprovalRule], Field(max_length=1000)] = Field(default_factory=list)
+    ask_human: bool = (
+        False  # every agent may ask a person a question (ask_human), unless it says no
+    )
     agents: Annotated[list[AgentSpec], Field(min_length=1, max_length=100_000)]
 
     _by_id: dict[str, AgentSpec] = PrivateAttr(default_factory=dict)
@@ -331,6 +336,13 @@ class OrgChart(_Strict):
             return None
         timeouts = [n.timeout for n in needs if n.timeout is not None]
         return ApprovalNeed(needs[0].rule, min(timeouts) if timeouts else None)
+
+    def may_ask_human(self, agent_id: str) -> bool:
+        """Whether the agent is offered ask_human: its own `ask_human:`, else the company's."""
+        if not self.has_agent(agent_id):
+            return False
+        own = self.agent(agent_id).ask_human
+        return self.ask_human if own is None else own
 
     def is_report(self, manager_id: str, agent_id: str) -> bool:
         """True when agent_id reports directly to manager_id."""

@@ -29,6 +29,7 @@ from firm.org import AgentSpec, ApprovalNeed, OrgChart
 from firm.store.approvals import Approval, approval_outcome
 from firm.store.base import Event, NewTask, Store
 from firm.store.plans import plan_id, plan_of_turn
+from firm.store.questions import question_outcome
 from firm.tasks import Outcome, Priority, Status, Task, delegation_key, subtask_id
 from firm.tools.arguments import canonical_arguments
 from firm.tools.builtin import COMPLETE
@@ -152,8 +153,11 @@ class Session(ToolContext):
             offered: list[ToolDef] = []
             for t in self.company.registry.all():
                 if t.lifecycle:
-                    if t.name != "delegate_task" or self.reports:
-                        offered.append(t)
+                    if t.name == "delegate_task" and not self.reports:
+                        continue
+                    if t.name == "ask_human" and not self.org.may_ask_human(self.agent_id):
+                        continue
+                    offered.append(t)
                 elif self.company.offers(self.task, t):
                     offered.append(t)
             self._offered = offered
@@ -496,7 +500,7 @@ class Session(ToolContext):
         )
         if self.awaiting:
             message = (
-                f"your turn has ended: approval {self.awaiting[-1]} waits for a person; "
+                f"your turn has ended: {self.awaiting[-1]} waits for a person; "
                 "calls after it are not run (make them again when you are woken)"
             )
         self._deferred.append(
@@ -685,6 +689,33 @@ class Session(ToolContext):
             raise ToolError(f"this task has already ended ({self.outcome.kind})")
         self.outcome = Outcome.failed(recordable.text(reason).strip() or "no reason given")
         return "task marked as failed"
+
+    def ask_human(self, question: str) -> str:
+        """ask_human's body: the question is recorded (with the entries waiting for a write)
+        and the turn ends; the task waits, holding no worker, until a person answers."""
+        if self.outcome is not None:
+            raise ToolError(f"this task has already ended ({self.outcome.kind})")
+        try:
+            asked = self.store.ask_question(
+                self.task_id, self.worker_id, question, events=self.take_deferred()
+            )
+        except TaskNotHeld as exc:
+            self._cancel.set()
+            self.cancel_reason = str(exc)
+            raise SessionCancelled(str(exc)) from None
+        if asked.status != "pending":
+            # Asked again in the same turn (a re-run after an interruption), and answered.
+            outcome = question_outcome(asked)
+            if outcome.startswith("error: "):
+                raise ToolError(outcome.removeprefix("error: "))
+            return outcome
+        if asked.id not in self.awaiting:
+            self.awaiting.append(asked.id)
+        self.outcome = Outcome.yielded()
+        return (
+            f"your question was sent to a person (question {asked.id}). Your turn ends now: "
+            "you will be woken with the answer."
+        )
 
     def take_deferred(self) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
         """Hand over the entries waiting for a write (the engine settles with them)."""

@@ -26,6 +26,10 @@ OPERATIONS = [
     ("GET", "/api/approvals"),
     ("POST", "/api/approvals/{approval_id}/approve"),
     ("POST", "/api/approvals/{approval_id}/deny"),
+    ("GET", "/api/tasks/{task_id}/notes"),
+    ("POST", "/api/tasks/{task_id}/notes"),
+    ("GET", "/api/questions"),
+    ("POST", "/api/questions/{question_id}/answer"),
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from firm.events import EventKind
 from firm.org import OrgChart
 
-LIFECYCLE = frozenset({"delegate_task", "complete_task", "fail_task"})
+LIFECYCLE = frozenset({"delegate_task", "complete_task", "fail_task", "ask_human"})
 
 
 class _Entry(Protocol):

@@ -458,7 +458,11 @@ def _contained(
     grant = node.grant
     if grant is None:
         return "the task has no grant"
-    if tool not in LIFECYCLE:
+    if tool == "ask_human":
+        # Not a scope: the chart's `ask_human:` decides who may ask a person.
+        if org is not None and not org.may_ask_human(node.assignee):
+            return f"the org chart does not let {node.assignee} ask a person (ask_human)"
+    elif tool not in LIFECYCLE:
         if not grant.allows(tool):
             return f"{tool} is outside the task's grant ({', '.join(grant.scopes) or 'none'})"
         if org is not None and not allows(org.tools_of(node.assignee), tool):

@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 
 import firm
-from firm.cli import approvals, audit, authority, inspect, mcp, scale, serve, team, work
+from firm.cli import (
+    approvals,
+    audit,
+    authority,
+    humans,
+    inspect,
+    mcp,
+    scale,
+    serve,
+    team,
+    work,
+)
 from firm.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err_console
 from firm.errors import FirmError, OrgChartError
 
@@ -47,6 +58,7 @@ serve.register(app)
 team.register(app)
 mcp.register(app)
 approvals.register(app)
+humans.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from firm.org import OrgChart
-from firm.store.approvals import PENDING, Approval, approval_outcome
+from firm.store.approvals import ASK_HUMAN, PENDING, Approval, approval_outcome
+from firm.store.notes import Note
+from firm.store.questions import ANSWERED, Question
 from firm.tasks import Status, Task
 
 RESULT_LIMIT = 2000  # characters of a report's result shown to its manager; files hold the rest
@@ -32,7 +34,11 @@ def describe_subtask(t: Task) -> str:
 
 def describe_approvals(task: Task, approvals: Sequence[Approval]) -> list[str]:
     """The calls of the last turn that waited for a person, and how each came out."""
-    recent = [a for a in approvals if a.turn >= task.turn - 1 and a.status != PENDING]
+    recent = [
+        a
+        for a in approvals
+        if a.turn >= task.turn - 1 and a.status != PENDING and a.tool != ASK_HUMAN
+    ]
     if not recent:
         return []
     lines = ["Calls you made that waited for a person's approval:"]
@@ -46,11 +52,43 @@ def describe_approvals(task: Task, approvals: Sequence[Approval]) -> list[str]:
     return ["\n".join(lines)]
 
 
+def describe_questions(task: Task, questions: Sequence[Question]) -> list[str]:
+    """The questions of the last turn a person answered: each answer is its ask_human call's
+    result."""
+    recent = [q for q in questions if q.turn >= task.turn - 1 and q.status == ANSWERED]
+    if not recent:
+        return []
+    lines = ["You asked a person (ask_human), and they answered:"]
+    for q in recent:
+        asked = bounded(q.question, 500).replace("\n", "\n  ")
+        answer = bounded(q.answer).replace("\n", "\n  ")
+        lines.append(f"- [{q.id}] you asked: {asked}\n  {q.answered_by} answered: {answer}")
+    lines.append("Each answer is the result of your ask_human call; go on with your task.")
+    return ["\n".join(lines)]
+
+
+def describe_notes(notes: Sequence[Note]) -> list[str]:
+    """Notes people left on the task (the latest few), oldest first."""
+    if not notes:
+        return []
+    lines = ["Notes people left on this task (take them into account):"]
+    for n in notes:
+        lines.append(f"- from {n.by}: " + bounded(n.text).replace("\n", "\n  "))
+    return ["\n".join(lines)]
+
+
 def build_brief(
-    task: Task, org: OrgChart, subtasks: list[Task], approvals: Sequence[Approval] = ()
+    task: Task,
+    org: OrgChart,
+    subtasks: list[Task],
+    approvals: Sequence[Approval] = (),
+    *,
+    questions: Sequence[Question] = (),
+    notes: Sequence[Note] = (),
 ) -> str:
     """The brief for a session of `task`; `subtasks` are all the tasks it ever delegated,
-    `approvals` the calls it made that waited for a person."""
+    `approvals` the calls it made that waited for a person, `questions` those it asked one,
+    `notes` what people left on it."""
     who = org.agent(task.created_by).name if org.has_agent(task.created_by) else task.created_by
     parts = [f"Task {task.id}: {task.title}"]
     if task.description and task.description.strip() != task.title.strip():
@@ -85,4 +123,6 @@ def build_brief(
         parts.extend(describe_subtask(t) for t in subtasks)
         parts.append("Delegate only what is missing, then end your turn.")
     parts.extend(describe_approvals(task, approvals))
+    parts.extend(describe_questions(task, questions))
+    parts.extend(describe_notes(notes))
     return "\n\n".join(parts)

@@ -448,9 +448,15 @@ class Engine:
                 session.run_approved()
                 asked = self.store.approvals(task_id=task.id)
             cut_off = answer_interrupted(self.store, task)
-            session.brief = "\n\n".join(
-                [build_brief(task, company.org, subtasks, asked), *describe_interrupted(cut_off)]
+            brief = build_brief(
+                task,
+                company.org,
+                subtasks,
+                asked,
+                questions=self.store.questions(task_id=task.id),
+                notes=self.store.notes(task.id),
             )
+            session.brief = "\n\n".join([brief, *describe_interrupted(cut_off)])
             text = company.brain_for(task.assignee).run(session)
             stopping = cancel.is_set() and self._stop.is_set()
             outcome = None if stopping else session.final_outcome(text)

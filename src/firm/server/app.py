@@ -16,7 +16,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import firm
-from firm.server import approvals, live, routes, runs
+from firm.server import approvals, humans, live, routes, runs
 from firm.server.limits import RequestLimits
 from firm.server.office import Office
 
@@ -148,6 +148,7 @@ def create_app(office: Office) -> FastAPI:
     app.include_router(routes.build_router(office))
     app.include_router(runs.build_router(office))
     app.include_router(approvals.build_router(office))
+    app.include_router(humans.build_router(office))
     app.include_router(live.router)
     _install_docs(app, office)
     app.mount("/", StaticFiles(directory=static_dir(), html=True), name="page")

@@ -48,6 +48,9 @@ DECISIONS = (APPROVED, DENIED, TIMED_OUT, WITHDRAWN)
 # which is never itself gated (the lifecycle tools are not), and it has no body to run.
 PLAN_TOOL = "delegate_task"
 NOTE_MAX = 4000
+# Rows of this tool are an agent's questions to a person (store/questions.py): the same kind of
+# wait, but answered rather than decided, and never run. The approval paths leave them alone.
+ASK_HUMAN = "ask_human"
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,9 @@ class Approvals(TaskTree):
         if decision not in (APPROVED, DENIED):
             raise ValueError(f"unknown decision {decision!r}")
         with self._read() as conn:
-            head = conn.execute(select(A.c.task_id).where(A.c.id == approval_id)).first()
+            head = conn.execute(
+                select(A.c.task_id).where(A.c.id == approval_id, A.c.tool != ASK_HUMAN)
+            ).first()
         if head is None:
             raise ApprovalNotFound(approval_id)
         late = False
@@ -396,7 +401,9 @@ class Approvals(TaskTree):
     @retrying
     def get_approval(self, approval_id: str) -> Approval:
         with self._read() as conn:
-            row = conn.execute(select(A).where(A.c.id == approval_id)).first()
+            row = conn.execute(
+                select(A).where(A.c.id == approval_id, A.c.tool != ASK_HUMAN)
+            ).first()
         if row is None:
             raise ApprovalNotFound(approval_id)
         return approval_from_row(row)
@@ -405,7 +412,7 @@ class Approvals(TaskTree):
 @functools.cache
 def _listing(filters: tuple[str, ...]) -> Select[Any]:
     """The listing statement for one set of filters, built once (a session start runs one)."""
-    q = select(A)
+    q = select(A).where(A.c.tool != ASK_HUMAN)  # questions are listed apart (questions.py)
     for name in filters:
         q = q.where(A.c[name] == bindparam(name))
     return q.order_by(A.c.requested_at, A.c.id).limit(bindparam("p_limit"))

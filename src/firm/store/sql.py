@@ -16,23 +16,26 @@ SqlStore is composed of one part per concern, each a module of its own:
 - leases.py      claims, leases, release, recovery and the store-wide cap
 - cancel.py      cancel and revoke over a subtree (withdrawing their waiting approvals)
 - approvals.py   calls that wait for a person: request, decide, expire, claim, finish
+- questions.py   an agent's questions to a person (rows beside the approvals): ask, answer
+- notes.py       notes people leave on tasks (entries of the log)
 - eventlog.py    appending to the event log, reading it, waiting for it, its head
 - reads.py       tasks, lineage, children, subtrees, listings, counts
 """
 
 from __future__ import annotations
 
-from firm.store.approvals import Approvals
 from firm.store.cancel import Cancellation
 from firm.store.connection import sqlite_url
 from firm.store.delegation import Delegation
 from firm.store.eventlog import EventLog
 from firm.store.leases import Leases
+from firm.store.notes import Notes
+from firm.store.questions import Questions
 from firm.store.reads import Reads
 from firm.store.runspecs import Runs
 
 
-class SqlStore(Runs, Delegation, Leases, Cancellation, Approvals, EventLog, Reads):
+class SqlStore(Runs, Delegation, Leases, Questions, Notes, Cancellation, EventLog, Reads):
     """The Store protocol over SQLAlchemy Core."""
 
 

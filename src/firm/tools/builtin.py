@@ -66,6 +66,12 @@ def fail_task(ctx: ToolContext, reason: str) -> str:
     return ctx.fail(reason)
 
 
+def ask_human(ctx: ToolContext, question: str) -> str:
+    """Ask a person a question you cannot answer yourself (a decision, a fact only they know).
+    Your turn ends: you are woken with their answer, which is this call's result."""
+    return ctx.ask_human(question)
+
+
 FILE_TOOLS: list[ToolDef] = [
     make_tool("files.read", files_read),
     make_tool("files.write", files_write),
@@ -75,4 +81,5 @@ FILE_TOOLS: list[ToolDef] = [
 DELEGATE = make_tool("delegate_task", delegate_task, lifecycle=True)
 COMPLETE = make_tool("complete_task", complete_task, lifecycle=True)
 FAIL = make_tool("fail_task", fail_task, lifecycle=True)
-LIFECYCLE_TOOLS: list[ToolDef] = [DELEGATE, COMPLETE, FAIL]
+ASK_HUMAN = make_tool("ask_human", ask_human, lifecycle=True)  # offered as the chart allows
+LIFECYCLE_TOOLS: list[ToolDef] = [DELEGATE, COMPLETE, FAIL, ASK_HUMAN]

@@ -56,6 +56,9 @@ class ToolContext:
     def fail(self, reason: str) -> str:
         raise NotImplementedError
 
+    def ask_human(self, question: str) -> str:
+        raise NotImplementedError
+
     def wrote_file(self, path: str) -> None:
         raise NotImplementedError
 
