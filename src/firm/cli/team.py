@@ -22,7 +22,14 @@ from firm.cli.common import (
 )
 from firm.errors import FirmError
 from firm.teams.files import load_team
-from firm.teams.run import cancel_leftovers, collect, finished_run, open_run, submit
+from firm.teams.run import (
+    await_answers,
+    cancel_leftovers,
+    collect,
+    finished_run,
+    open_run,
+    submit,
+)
 from firm.teams.verbose import event_printer
 
 team_app = typer.Typer(
@@ -119,6 +126,8 @@ def run(
         unsubscribe = firm.store.subscribe(event_printer(spec, decisions_only=True))
     try:
         watch(firm, [root_id], json_mode=json_mode)
+        while await_answers(firm, root_id):  # human_input: a person reviews an output
+            watch(firm, [root_id], json_mode=json_mode)
     except KeyboardInterrupt:
         firm.close()
         err_console.print(

@@ -111,6 +111,7 @@ def build_spec(team: Team, inputs: dict[str, Any] | None = None) -> TeamSpec:
                 agent=agent_id,
                 context=context,
                 async_execution=t.async_execution,
+                human_input=t.human_input,
             )
         )
     carried = {

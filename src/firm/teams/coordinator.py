@@ -24,6 +24,7 @@ from firm.events import EventKind
 from firm.tasks import Status
 from firm.teams.ledger import TeamState, read
 from firm.teams.prompts import turn_brief, worker_description
+from firm.teams.review import review_question, reviews_from
 from firm.teams.spec import (
     MAX_RETRIES,
     TaskSpec,
@@ -54,7 +55,12 @@ class Fail:
     reason: str
 
 
-Step = Delegate | Finish | Fail
+@dataclass(frozen=True)
+class AskReview:
+    question: str
+
+
+Step = Delegate | Finish | Fail | AskReview
 
 
 def next_step(spec: TeamSpec, state: TeamState) -> Step | list[Delegate]:
@@ -63,6 +69,10 @@ def next_step(spec: TeamSpec, state: TeamState) -> Step | list[Delegate]:
     already made (re-issued, they come back as the existing tasks)."""
     if state.open_children:
         return [Delegate(c.assignee, c.title, c.description) for c in state.open_children]
+    for waiting in state.in_review():  # human_input: a person accepts it, or sends it back
+        assert waiting.firm_id is not None and waiting.agent is not None
+        name = spec.member(waiting.agent).name
+        return AskReview(review_question(waiting.id, waiting.firm_id, name, waiting.output or ""))
     if spec.hierarchical:
         return _hierarchical(spec, state)
     return _sequential(spec, state)
@@ -137,7 +147,8 @@ def _joins(task: TaskSpec, batch: list[TaskSpec]) -> bool:
 
 
 def run_coordinator(session: Session, spec: TeamSpec) -> None:
-    state = read(spec, session.subtree())
+    reviews = reviews_from(session.events_of([session.task_id]))
+    state = read(spec, session.subtree(), reviews)
     _log_exclusion(session, state)
     step = next_step(spec, state)
     steps = step if isinstance(step, list) else [step]
@@ -157,7 +168,13 @@ def run_coordinator(session: Session, spec: TeamSpec) -> None:
             session.call("fail_task", {"reason": f"could not delegate: {failed.content}"})
         return
     for s in steps:
-        if isinstance(s, Finish):
+        if isinstance(s, AskReview):
+            asked = session.call("ask_human", {"question": s.question})
+            if not asked.ok:
+                session.call(
+                    "fail_task", {"reason": f"could not ask for a review: {asked.content}"}
+                )
+        elif isinstance(s, Finish):
             _ended(session, "done", None)
             session.call("complete_task", {"result": s.result})
         elif isinstance(s, Fail):

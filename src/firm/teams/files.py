@@ -47,7 +47,7 @@ IGNORED_AGENT_KEYS = frozenset(
 )  # fmt: skip
 IGNORED_TASK_KEYS = frozenset(
     {
-        "human_input", "output_json", "output_pydantic", "output_file",
+        "output_json", "output_pydantic", "output_file",
         "callback", "markdown", "create_directory", "guardrail", "tools", "config",
     }
 )  # fmt: skip
@@ -79,6 +79,7 @@ class TaskEntry(_Strict):
     agent: str | None = None
     context: list[str] | None = None
     async_execution: bool = False
+    human_input: bool = False
 
 
 class TeamEntry(_Strict):
@@ -203,6 +204,7 @@ def load_team(path: str | Path, *, inputs: dict[str, Any] | None = None, **overr
             name=key,
             context=t.context,
             async_execution=t.async_execution,
+            human_input=t.human_input,
         )
     settings: dict[str, Any] = {
         "process": entry.process,

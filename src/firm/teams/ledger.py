@@ -10,22 +10,27 @@ point continues from what was recorded, and nothing is run or counted twice.
   after the other in the same session while the earlier ones run. Each choice counts as a
   turn of the manager (`Turn`); the firm task's result is a JSON record of its decisions.
 - sequential: the root's children are the team tasks' firm tasks.
+
+A task marked human_input is done only when a person accepts an attempt's output (its
+review, teams/review.py); until then it is `review`, and feedback sends it back to pending.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from firm.tasks import Status, Task
+from firm.teams.review import Review
 from firm.teams.spec import MAX_RETRIES, TaskSpec, TeamSpec, task_id_of
 
 
 @dataclass
 class TaskState:
     id: str
-    status: str = "pending"  # pending | running | done | excluded
+    status: str = "pending"  # pending | running | review (waits for a person) | done | excluded
     output: str | None = None
     agent: str | None = None  # the member who did it (or is doing it)
     firm_id: str | None = None  # the firm task that did it
@@ -33,6 +38,7 @@ class TaskState:
     failures: list[str] = field(default_factory=list)
     attempts: list[str] = field(default_factory=list)  # firm task ids, in order
     cancelled: bool = False
+    feedback: list[tuple[str, str]] = field(default_factory=list)  # (output, feedback), in order
 
     @property
     def done(self) -> bool:
@@ -114,10 +120,18 @@ class TeamState:
     def all_done(self) -> bool:
         return all(t.done for t in self.tasks.values())
 
+    def in_review(self) -> list[TaskState]:
+        """Tasks whose latest output waits for a person's acceptance (human_input)."""
+        return [t for t in self.tasks.values() if t.status == "review"]
 
-def read(spec: TeamSpec, tree: list[Task]) -> TeamState:
-    """The state of the run whose subtree (root first, parents before children) is `tree`."""
+
+def read(
+    spec: TeamSpec, tree: list[Task], reviews: Mapping[str, Review] | None = None
+) -> TeamState:
+    """The state of the run whose subtree (root first, parents before children) is `tree`;
+    `reviews` are people's reviews of human_input tasks' attempts, by attempt (firm task id)."""
     tasks = {t.id: TaskState(t.id) for t in spec.tasks}
+    reviewed = _Reviewed({t.id for t in spec.tasks if t.human_input}, reviews or {})
     for tid, output in spec.carried.items():
         if tid in tasks:
             tasks[tid] = TaskState(tid, "done", output, carried=True)
@@ -140,12 +154,12 @@ def read(spec: TeamSpec, tree: list[Task]) -> TeamState:
             workers = children.get(c.id, [])
             for worker in workers:
                 turns.append(Turn(len(turns) + 1, c, _worker_record(record, worker), worker))
-                _apply(tasks, worker)
+                _apply(tasks, worker, reviewed)
             if not workers or (record is not None and record.get("action") != "execute"):
                 turns.append(Turn(len(turns) + 1, c, record, None))
     else:
         for c in direct:
-            _apply(tasks, c)
+            _apply(tasks, c, reviewed)
     return TeamState(tasks, turns, open_children)
 
 
@@ -169,7 +183,13 @@ def _worker_record(record: dict[str, Any] | None, worker: Task) -> dict[str, Any
     return None
 
 
-def _apply(tasks: dict[str, TaskState], worker: Task) -> None:
+@dataclass(frozen=True)
+class _Reviewed:
+    tasks: set[str]  # the team tasks marked human_input
+    reviews: Mapping[str, Review]
+
+
+def _apply(tasks: dict[str, TaskState], worker: Task, reviewed: _Reviewed) -> None:
     """Fold one firm task of a team task into that task's state."""
     state = tasks.get(task_id_of(worker.title))
     if state is None or state.done or state.status == "excluded":
@@ -180,6 +200,13 @@ def _apply(tasks: dict[str, TaskState], worker: Task) -> None:
     elif worker.status == Status.DONE:
         state.status, state.output = "done", worker.result or ""
         state.agent, state.firm_id = worker.assignee, worker.id
+        if state.id in reviewed.tasks:
+            review = reviewed.reviews.get(worker.id)
+            if review is None or review.answer is None:
+                state.status = "review"
+            elif not review.accepted:
+                state.feedback.append((state.output, review.answer))
+                state.status, state.output = "pending", None
     elif worker.status == Status.FAILED:
         state.failures.append(worker.error or "no reason given")
         state.status = "excluded" if len(state.failures) > MAX_RETRIES else "pending"

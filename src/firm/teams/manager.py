@@ -31,6 +31,7 @@ from firm.teams.decision import Choices, Verdict, judge
 from firm.teams.formats import FormatFallbackClient, mode_in_effect
 from firm.teams.ledger import TeamState, read
 from firm.teams.prompts import manager_system, turn_brief, worker_description
+from firm.teams.review import reviews_from
 from firm.teams.spec import MAX_REPROMPTS, TeamSpec, task_id_of, worker_title
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
         session.give_up(str(exc))
         return
     tree = session.subtree(session.task.root_id)
-    state = read(spec, tree)
+    reviews = reviews_from(session.events_of([session.task.root_id]))
+    state = read(spec, tree, reviews)
     mine = [t for t in state.turns if t.task.id == session.task_id]
     number = mine[0].number + sum(1 for t in mine if t.worker is not None) if mine else None
     tools = [t for t in session.tools() if not t.lifecycle]
@@ -100,7 +102,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
                 break  # the manager waits for this one
             first = False
             number = None if number is None else number + 1
-            state = read(spec, session.subtree(session.task.root_id))
+            state = read(spec, session.subtree(session.task.root_id), reviews)
     finally:
         client.close()
     _end_session(session, spec, final)

@@ -56,7 +56,9 @@ class Task:
     context: the tasks (or their names) whose results it is given; by default every task
     done before it. async_execution: the task runs in the background — in a sequential team
     with the async tasks next to it, in a hierarchical one while the manager chooses the next
-    task (docs/teams.md, Parallel tasks). After a run: `status` ("not started", "done",
+    task (docs/teams.md, Parallel tasks). human_input: a person accepts its output or sends
+    it back with feedback (`firm questions`, `firm answer`; start() waits for the answer).
+    After a run: `status` ("not started", "done",
     "failed") and `output`, the raw result. Set `status = "not started"` (or call reset())
     to have it run again.
     """
@@ -70,6 +72,7 @@ class Task:
         name: str | None = None,
         context: Iterable[Task | str] | None = None,
         async_execution: bool = False,
+        human_input: bool = False,
     ):
         if not description or not description.strip():
             raise TeamError("a Task needs a description")
@@ -81,6 +84,9 @@ class Task:
         if not isinstance(async_execution, bool):
             raise TeamError(f"async_execution must be True or False, not {async_execution!r}")
         self.async_execution = async_execution
+        if not isinstance(human_input, bool):
+            raise TeamError(f"human_input must be True or False, not {human_input!r}")
+        self.human_input = human_input
         self.status = NOT_STARTED
         self.output: str | None = None
         self.firm_task_id: str | None = None

@@ -13,6 +13,7 @@ from firm.teams.decision import DECISION_SCHEMA
 from firm.teams.ledger import TaskState, TeamState
 from firm.teams.spec import MAX_RETRIES, MemberSpec, TaskSpec, TeamSpec
 
+FEEDBACK_ROUNDS = 3  # the latest reviews that sent a task back, shown to its agent
 CONTEXT_LIMIT = 8000  # characters of one earlier task's result given to a worker
 SHOWN_RESULT = 1500  # characters of a done task's result shown to the manager
 
@@ -154,6 +155,14 @@ def worker_description(spec: TeamSpec, task: TaskSpec, state: TeamState) -> str:
             who = f" ({spec.member(s.agent).name})" if s.agent else ""
             blocks.append(f"### {tid}{who}\n\n{_cut(s.output, CONTEXT_LIMIT)}")
         parts.append("Context — the results of earlier tasks:\n\n" + "\n\n".join(blocks))
+    own = state.tasks[task.id]
+    for i, (output, feedback) in enumerate(own.feedback[-FEEDBACK_ROUNDS:], 1):
+        parts.append(
+            f"A person reviewed an earlier output of this task and sent it back ({i} of "
+            f"{min(len(own.feedback), FEEDBACK_ROUNDS)}).\n\n### The earlier output\n\n"
+            f"{_cut(output, CONTEXT_LIMIT)}\n\n### Their feedback\n\n{feedback}\n\n"
+            "Do the task again, taking this feedback into account."
+        )
     parts.append(
         "Your result is the deliverable and is handed on as it is: finish with complete_task "
         "and put the whole output in its result (or answer with the output itself), not a "

@@ -3,6 +3,7 @@ that finished, and read what one produced. Shared by `Team.start()` and `firm te
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from firm.events import EventKind
 from firm.language import detect_language
 from firm.tasks import Status, Task
 from firm.teams.ledger import TeamState, read
+from firm.teams.review import reviews_from
 from firm.teams.spec import (
     BRAIN_NAME,
     COORDINATOR,
@@ -67,6 +69,32 @@ def open_run(firm: Firm, spec: TeamSpec) -> str | None:
 
 
 FINISHED_PAGE = 500
+ANSWER_POLL = 1.0  # seconds between looks at the store while a person is asked (a safety net)
+
+
+def await_answers(firm: Firm, root_id: str) -> bool:
+    """While the run waits for a person (the review of a human_input task's output): say
+    what is asked and how to answer, and wait for the answer, from this process or any
+    other. False when nothing in the run waits for a person."""
+    if firm.task(root_id).status != Status.WAITING:
+        return False
+    waiting = firm.store.questions(status="pending", root_id=root_id)
+    if not waiting:
+        return False
+    for q in waiting:
+        print(
+            f"[team] waiting for a person — question {q.id}:\n{q.question}\n"
+            f"[team] answer with: firm answer {q.id} accept   (or your feedback)",
+            file=sys.stderr,
+            flush=True,
+        )
+    while True:
+        seen = firm.store.last_seq()
+        if firm.task(root_id).status.terminal:
+            return True
+        if all(firm.store.get_question(q.id).status != "pending" for q in waiting):
+            return True
+        firm.store.wait_for_change(seen, ANSWER_POLL)
 
 
 def finished_run(firm: Firm, spec: TeamSpec) -> str | None:
@@ -182,7 +210,7 @@ def collect(firm: Firm, root_id: str) -> TeamResult:
     spec = TeamSpec.model_validate(firm.store.run(root_id).brain_options["team"])
     tree = firm.subtree(root_id)
     root = tree[0]
-    state = read(spec, tree)
+    state = read(spec, tree, reviews_from(firm.store.events_after(0, 1_000_000, [root_id])))
     rejections: dict[tuple[str, Any], list[str]] = {}
     downgrades: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     turn_ids = list(dict.fromkeys(t.task.id for t in state.turns))

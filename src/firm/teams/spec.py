@@ -67,6 +67,7 @@ class TaskSpec(_Frozen):
     agent: str | None = None  # a member id: who does it (sequential), a suggestion (hierarchical)
     context: list[str] | None = None  # task ids whose results it is given; None: all done so far
     async_execution: bool = False  # runs in the background (docs/teams.md, Parallel tasks)
+    human_input: bool = False  # a person accepts its output, or sends it back with feedback
 
 
 class TeamSpec(_Frozen):
@@ -108,8 +109,9 @@ class TeamSpec(_Frozen):
         same key, so a run left unfinished by a killed process is found and continued."""
         definition = self.model_dump(mode="json", exclude={"carried"})
         for task in definition["tasks"]:
-            if not task["async_execution"]:
-                del task["async_execution"]  # so a definition keeps the key it had before
+            for unset in ("async_execution", "human_input"):
+                if not task[unset]:
+                    del task[unset]  # so a definition keeps the key it had before
         text = json.dumps(definition, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -145,6 +147,8 @@ class TeamSpec(_Frozen):
                 "instructions": f"Runs the {self.process} process of the team {self.name}.",
                 "tools": [],
                 "can_grant": coordinator_grant,
+                # It asks a person to review the output of human_input tasks.
+                **({"ask_human": True} if any(t.human_input for t in self.tasks) else {}),
             }
         )
         if self.manager is not None and self.hierarchical:

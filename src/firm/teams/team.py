@@ -31,6 +31,7 @@ from firm.teams.errors import TeamError, TeamFailed
 from firm.teams.members import DONE, FAILED, Agent, Task
 from firm.teams.run import (
     TeamResult,
+    await_answers,
     cancel_leftovers,
     collect,
     finished_run,
@@ -162,6 +163,8 @@ class Team:
             unsubscribe = firm.store.subscribe(event_printer(spec)) if self.verbose else None
             try:
                 firm.run_until(root_id)
+                while await_answers(firm, root_id):  # human_input: a person reviews an output
+                    firm.run_until(root_id)
             finally:
                 if unsubscribe is not None:
                     unsubscribe()
