@@ -10,6 +10,7 @@ import { Inbox } from "./inbox.js";
 import { APPROVAL_KINDS, ENDINGS, GOAL_KINDS, KIND } from "./kinds.js";
 import { renderOrgChart } from "./orgchart.js";
 import { TaskApprovals } from "./pending.js";
+import { TaskTalk } from "./talk.js";
 import { Replay, SPEEDS } from "./replay.js";
 import { Company } from "./state.js";
 import { FrameBatch } from "./framebatch.js";
@@ -33,6 +34,8 @@ const banner = new GoalBanner($("goal-banner"), { onOpenTask: openTask });
 const say = (text) => ($("announcer").textContent = text);
 const inbox = new Inbox(company, { onOpenTask: openTask, needToken: askForToken, toast, announce: say });
 drawer.use(new TaskApprovals(company, { needToken: askForToken, toast, announce: say, onDecided: () => inbox.onEvents() }));
+const talk = new TaskTalk(company, { needToken: askForToken, toast, announce: say });
+drawer.use(talk);
 
 // --- views -------------------------------------------------------------------------------
 
@@ -162,6 +165,7 @@ const live = new Live({
   onEvents(events) {
     company.apply(events);
     timeline.onEvents(events);
+    talk.onEvents(events);
     if (events.some((e) => GOAL_KINDS.has(e.kind) && !company.tasks.get(e.task_id)?.parent_id)) refreshRuns();
     if (events.some((e) => APPROVAL_KINDS.has(e.kind) || e.data?.approval)) inbox.onEvents(events);
     if (replay) return; // the live company keeps up; the views show the replay
