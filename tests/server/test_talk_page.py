@@ -1,7 +1,8 @@
 """People talking with the company from the office page (headless Chromium): an agent's
-question shows in its task's drawer and is answered there (the answer reaches the model as the
-question's result); a note left in the drawer is in the log under the person's name and in the
-task's next brief; a stale token reads and is asked for the token only to write."""
+question puts a badge on its desk, shows in its task's drawer and is answered there (the
+answer reaches the model as the question's result); a note left in the drawer is in the log
+under the person's name and in the task's next brief; a stale token reads and is asked for the
+token only to write."""
 
 from __future__ import annotations
 
@@ -100,7 +101,14 @@ def test_a_question_is_answered_and_a_note_left_from_the_drawer(
         root = c.post("/api/tasks", json={"goal": "Plan the launch"}).json()["id"]
     (question,) = talk.wait_for("/api/questions", lambda items: len(items) == 1)
 
-    page.locator('.desk[data-agent="ceo"] .desk-task').click()
+    # The desk waits for a person's answer: a badge that says so and opens the task.
+    badge = page.locator('.desk[data-agent="ceo"] .ask-badge')
+    expect(badge).to_be_visible(timeout=SLOW)
+    expect(badge.locator(".ask-words")).to_have_text("Answer?")
+    expect(page.locator('.desk[data-agent="ceo"] .desk-state')).to_have_text(
+        "Waiting for a person", timeout=SLOW
+    )
+    badge.click()
     drawer = page.locator("#drawer")
     card = drawer.locator(f'.talk-question[data-question="{question["id"]}"]')
     expect(card).to_contain_text("Ada asks:", timeout=SLOW)
@@ -118,6 +126,7 @@ def test_a_question_is_answered_and_a_note_left_from_the_drawer(
     answered = drawer.locator(".talk-question .decision-verdict")
     expect(answered).to_contain_text("Answered by alice", timeout=SLOW)
     talk.wait_for(f"/api/tasks/{root}", lambda t: t["status"] == "done")
+    expect(badge).to_be_hidden(timeout=SLOW)
     assert any("Lisbon" in b for b in talk.briefs), talk.briefs
 
     # A note on the finished task: in the drawer, and in the log under alice's name.

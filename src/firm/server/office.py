@@ -199,6 +199,10 @@ class Office:
             "agents": self.hub.notes(),
             "counts": self.store.counts(),
             "approvals": self.pending_approvals(),
+            "questions": [
+                q.to_dict()
+                for q in self.store.questions(status="pending", limit=SNAPSHOT_APPROVALS)
+            ],
         }
 
     def pending_approvals(self) -> list[dict[str, Any]]:

@@ -48,7 +48,12 @@ export function showAsks(badge, desk, d, name) {
   desk.dataset.asks = String(n);
   badge.dataset.task = d.askTask.id;
   badge.querySelector(".ask-count").textContent = n > 1 ? `×${n}` : "";
-  const what = `${name} waits for a person: ${plural(n, "call")} to approve or deny`;
+  const questions = d.questions ?? 0;
+  badge.querySelector(".ask-words").textContent = questions === n ? "Answer?" : "Approve?";
+  const parts = [];
+  if (n > questions) parts.push(`${plural(n - questions, "call")} to approve or deny`);
+  if (questions) parts.push(`${plural(questions, "question")} to answer`);
+  const what = `${name} waits for a person: ${parts.join(" and ")}`;
   badge.title = what;
   badge.setAttribute("aria-label", `${what}. Open task ${d.askTask.title}`);
 }

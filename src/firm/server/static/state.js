@@ -35,6 +35,7 @@ export class Company {
     this.notes = new Map(); // agent id -> {thought, thought_at, action, action_at}
     this.streams = new Map(); // agent id -> {task, text}: written now, not yet in the log
     this.approvals = new Map(); // approval id -> a call waiting for a person (or decided here)
+    this.questions = new Map(); // question id -> an agent's question waiting for a person
     this.listeners = new Set();
     this.now = () => Date.now() / 1000; // a replay sets its own clock
     // Bumped by every change, so desks() and counts() are worked out once per change however
@@ -73,6 +74,9 @@ export class Company {
       const waiting = new Set(snap.approvals.map((a) => a.id));
       for (const [id, a] of this.approvals) if (a.status === "pending" && !waiting.has(id)) this.approvals.delete(id);
       for (const a of snap.approvals) this.approvals.set(a.id, { ...a });
+    }
+    if (snap.questions) {
+      this.questions = new Map(snap.questions.map((q) => [q.id, { ...q }]));
     }
     this.version++;
     this.emit({ type: "snapshot" });
@@ -204,6 +208,15 @@ export class Company {
       case KIND.APPROVAL_CLAIMED:
         this.settle(d.id, "running");
         break;
+      case KIND.QUESTION_ASKED:
+        this.version++; // a desk now waits for a person's answer
+        this.questions.set(d.id, { id: d.id, task_id: e.task_id, agent: e.agent, question: d.question, status: "pending" });
+        break;
+      case KIND.QUESTION_ANSWERED:
+      case KIND.QUESTION_WITHDRAWN:
+        this.version++;
+        this.questions.delete(d.id);
+        break;
       default:
         break;
     }
@@ -252,6 +265,7 @@ export class Company {
   asksOf(taskId) {
     let n = 0;
     for (const a of this.approvals.values()) if (a.status === "pending" && a.task_id === taskId) n++;
+    for (const q of this.questions.values()) if (q.task_id === taskId) n++;
     return n;
   }
 
@@ -294,6 +308,19 @@ export class Company {
       const task = d && this.tasks.get(a.task_id);
       if (!task) continue;
       d.asks = (d.asks ?? 0) + 1;
+      d.askTask ??= task;
+      if (d.state !== "working" && task.status === "waiting") {
+        d.state = "waiting";
+        d.task = task;
+      }
+    }
+    // A question waiting for an answer: the same, counted apart (the badge asks to answer).
+    for (const q of this.questions.values()) {
+      const d = out.get(q.agent);
+      const task = d && this.tasks.get(q.task_id);
+      if (!task) continue;
+      d.asks = (d.asks ?? 0) + 1;
+      d.questions = (d.questions ?? 0) + 1;
       d.askTask ??= task;
       if (d.state !== "working" && task.status === "waiting") {
         d.state = "waiting";
