@@ -170,9 +170,15 @@ def test_the_timeline_of_a_three_level_run(browser, served: ServedOffice) -> Non
     # Replay at a past moment shows only the sessions begun by then.
     page.locator("#run-pick").select_option(run)
     expect(page.locator("#replay-controls")).to_be_visible()
-    page.locator("#replay-play").click() if page.evaluate(
-        "window.__office.replay.playing"
-    ) else None
+    # A replay may start playing when picked: pause it, and wait until it has stopped, so the
+    # position read below is the one the view shows.
+    expect(page.locator("#tl-caption")).to_contain_text("Replay")
+    if page.evaluate("window.__office.replay.playing"):
+        page.locator("#replay-play").click()
+    deadline = time.monotonic() + 30  # a guard against hangs, not a timing claim
+    while page.evaluate("window.__office.replay.playing"):
+        assert time.monotonic() < deadline, "the replay never paused"
+        time.sleep(0.05)
     page.locator("#replay-scrub").evaluate(
         "(s) => { s.value = String(Math.round(Number(s.max) * 0.45));"
         " s.dispatchEvent(new Event('input', {bubbles: true})); }"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,10 @@ from firm.store.notify import PgListener, SignalListener, StoreSignal
 from firm.store.prepared import run_sql
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
+
+# Opening a new SQLite file that another process is still creating: tries, 50 ms apart and
+# growing (about 2 s in all), before "database is locked" is the answer.
+OPEN_TRIES = 10
 
 log = logging.getLogger("firm.store")
 
@@ -128,7 +133,7 @@ class SqlBase:
                 run_sql(conn, "BEGIN IMMEDIATE")
 
     @retrying
-    def _check_schema(self, auto_migrate: bool) -> None:
+    def _check_schema(self, auto_migrate: bool, attempt: int = 1) -> None:
         try:
             with self._read() as conn:
                 revision = migrate.current_revision(conn)
@@ -155,6 +160,10 @@ class SqlBase:
         except OperationalError as exc:
             if self.dialect == "postgresql" and exc.connection_invalidated:
                 raise  # the retry layer waits for the server to come back
+            if self.dialect == "sqlite" and "locked" in str(exc.orig) and attempt < OPEN_TRIES:
+                # Another process is creating or migrating the same new file: wait for it.
+                time.sleep(0.05 * attempt)
+                return self._check_schema(auto_migrate, attempt + 1)
             raise StoreError(f"cannot open the store at {self.safe_url}: {exc.orig}") from None
 
     def upgrade_schema(self) -> tuple[str | None, str | None]:
