@@ -4,6 +4,7 @@ moment; and the critical path's walk itself, run in the page on runs built by ha
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,6 +154,8 @@ def test_the_timeline_of_a_three_level_run(browser, served: ServedOffice) -> Non
     assert chain[0] == f"{run}#1" and chain[-1].startswith(f"{run}#") and len(chain) >= 5
     expect(page.locator("#tl-path")).to_contain_text("Critical path: Ava Stone →")
 
+    check_zoom_and_pan(page, sessions)
+
     # Hovering tells what the bar is; clicking opens its task.
     maya = page.locator(".tl-bar[data-kind='session'][data-agent='maya']").first
     maya.hover()
@@ -197,6 +200,68 @@ def test_the_timeline_of_a_three_level_run(browser, served: ServedOffice) -> Non
     page.locator("#replay-live").click()
     expect(page.locator("#tl-caption")).to_contain_text("Live")
     assert errors == []
+
+
+def lane_box(page) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    box = page.locator(".tl-lanes").bounding_box()
+    assert box is not None
+    return box
+
+
+def check_zoom_and_pan(page, sessions: list[dict[str, Any]]) -> None:  # type: ignore[no-untyped-def]
+    """Zooming spreads a stretch of the run across the lanes; panning moves along it; the
+    whole run comes back with one click. Bars outside the stretch leave the page."""
+    whole = {b["id"]: b for b in bars(page)}
+    lanes = lane_box(page)
+    expect(page.locator("#tl-zoom-all")).to_be_disabled()
+
+    # Ctrl + wheel over the lanes' left edge zooms in there: the first bars grow wider.
+    first = min(whole.values(), key=lambda b: (b["start"], b["id"]))
+    page.mouse.move(lanes["x"] + 2, lanes["y"] + 5)
+    page.keyboard.down("Control")
+    for _ in range(3):
+        page.mouse.wheel(0, -200)
+    page.keyboard.up("Control")
+    expect(page.locator("#view-timeline")).to_have_attribute("data-zoomed", "true")
+    expect(page.locator("#tl-caption")).to_contain_text(re.compile(r"showing 0(\.0s)?–\d"))
+    expect(page.locator("#tl-zoom-all")).to_be_enabled()
+    zoomed = {b["id"]: b for b in bars(page)}
+    grown = zoomed[first["id"]]
+    assert grown["right"] - grown["left"] > 1.5 * (first["right"] - first["left"]), (first, grown)
+    # Only what overlaps the shown stretch is drawn: the run's last session is out of view.
+    last = max(whole.values(), key=lambda b: (b["start"], b["id"]))
+    assert last["id"] not in zoomed and len(zoomed) < len(sessions)
+
+    # Dragging the lanes' background to the left moves later in the run.
+    page.mouse.move(lanes["x"] + lanes["width"] * 0.8, lanes["y"] + lanes["height"] - 3)
+    page.mouse.down()
+    page.mouse.move(lanes["x"] + lanes["width"] * 0.2, lanes["y"] + lanes["height"] - 3, steps=5)
+    page.mouse.up()
+    panned = {b["id"]: b for b in bars(page)}
+    moved = [i for i in panned if i in zoomed]
+    assert all(panned[i]["left"] < zoomed[i]["left"] for i in moved), (zoomed, panned)
+    start = re.search(r"showing ([\d.]+)s–", page.locator("#tl-caption").inner_text())
+    assert moved and start and float(start.group(1)) > 0
+
+    # The keys work on the focused frame: End of the run with → until it stops, then 0.
+    page.locator(".tl-frame").focus()
+    for _ in range(80):
+        page.keyboard.press("ArrowRight")
+    expect(page.locator(f".tl-bar[data-id='{last['id']}']")).to_have_count(1)
+    page.keyboard.press("0")
+    expect(page.locator("#view-timeline")).to_have_attribute("data-zoomed", "false")
+    expect(page.locator(".tl-bar[data-kind='session']")).to_have_count(len(sessions))
+    # The buttons do the same.
+    page.locator("#tl-zoom-in").click()
+    expect(page.locator("#view-timeline")).to_have_attribute("data-zoomed", "true")
+    page.locator("#tl-zoom-all").click()
+    expect(page.locator("#view-timeline")).to_have_attribute("data-zoomed", "false")
+    restored = {b["id"]: b for b in bars(page)}
+    assert restored.keys() == whole.keys()
+    for i, b in whole.items():
+        assert (
+            abs(restored[i]["left"] - b["left"]) < 1 and abs(restored[i]["right"] - b["right"]) < 1
+        )
 
 
 def test_the_timeline_at_a_phones_width_and_with_reduced_motion(

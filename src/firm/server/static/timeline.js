@@ -6,6 +6,7 @@
 import { api } from "./api.js";
 import { criticalPath } from "./critical_path.js";
 import { SessionLog } from "./sessions.js";
+import { TimeWindow } from "./timeline_zoom.js";
 import { clip, duration, el, hue, perFrame } from "./util.js";
 
 const ROW = 30; // px per agent row
@@ -41,6 +42,7 @@ export class Timeline {
     this.cache = { key: null, model: null, path: null };
     this.nodes = new Map(); // bar / name id -> element, reused across renders
     this.queue = perFrame(() => this.render());
+    this.window = new TimeWindow(() => this.queue());
     this.build();
   }
 
@@ -59,11 +61,24 @@ export class Timeline {
       el("li", {}, el("span", { class: "tl-swatch wait person" }), "Waiting on a person"),
       el("li", {}, el("span", { class: "tl-swatch critical" }), "Critical path"),
     );
+    const zoomButton = (id, text, label, act) =>
+      el("button", { type: "button", class: "tl-zoom-btn", id, "aria-label": label, title: label, onclick: act }, text);
+    this.zoomOut = zoomButton("tl-zoom-out", "−", "Zoom out", () => this.window.zoom(1.6));
+    this.zoomIn = zoomButton("tl-zoom-in", "+", "Zoom in", () => this.window.zoom(1 / 1.6));
+    this.zoomAll = zoomButton("tl-zoom-all", "Whole run", "Show the whole run", () => this.window.reset());
+    const zoom = el(
+      "div",
+      { class: "tl-zoom", role: "group", "aria-label": "Zoom the timeline (Ctrl + wheel zooms, drag or Shift + wheel pans)" },
+      this.zoomOut,
+      this.zoomIn,
+      this.zoomAll,
+    );
     const head = el(
       "div",
       { class: "tl-head" },
       el("div", {}, el("h2", {}, "Timeline"), this.caption, this.pathNote),
       el("label", { class: "tl-toggle" }, this.toggle, " Everyone in the chart"),
+      zoom,
       legend,
     );
     this.ticks = el("div", { class: "tl-ticks", "aria-hidden": "true" });
@@ -84,6 +99,7 @@ export class Timeline {
     this.root.replaceChildren(head, this.empty, this.frame, this.tip);
 
     this.frame.addEventListener("scroll", () => this.queue(), { passive: true });
+    this.window.attach(this.lanes, this.frame);
     new ResizeObserver(() => this.queue()).observe(this.frame);
     this.bars.addEventListener("pointerover", (e) => this.hover(e.target.closest(".tl-bar"), e));
     this.bars.addEventListener("pointermove", (e) => this.placeTip(e.clientX, e.clientY));
@@ -213,12 +229,24 @@ export class Timeline {
     this.empty.hidden = true;
     this.frame.hidden = false;
 
-    const [t0, t1] = src.span ?? [model.start, model.end];
+    if (this.windowRun !== src.runId) {
+      this.windowRun = src.runId; // another run: start from the whole of it
+      this.window.reset(false);
+    }
+    const [full0, full1] = src.span ?? [model.start, model.end];
+    const [t0, t1] = this.window.apply(full0, full1);
     const span = Math.max(t1 - t0, 0.001);
+    const shown = (a, b) => b >= t0 && a <= t1; // a stretch of time overlaps the window
+    this.zoomAll.disabled = !this.window.zoomed;
+    this.zoomOut.disabled = !this.window.zoomed;
+    this.root.dataset.zoomed = String(this.window.zoomed);
     const x = (t) => ((Math.min(Math.max(t, t0), t1) - t0) / span) * 100; // percent of the lane
 
     const status = root?.status ?? model.tasks.get(src.runId)?.status ?? "todo";
-    setText(this.caption, `${src.replay ? "Replay" : "Live"} · “${clip(root?.title ?? model.tasks.get(src.runId)?.title ?? src.runId, 80)}” · ${status.replace("_", " ")} · ${duration(model.end - model.start)}`);
+    const showing = this.window.zoomed
+      ? ` · showing ${label(t0 - model.start, 0.1)}–${label(t1 - model.start, 0.1)}`
+      : "";
+    setText(this.caption, `${src.replay ? "Replay" : "Live"} · “${clip(root?.title ?? model.tasks.get(src.runId)?.title ?? src.runId, 80)}” · ${status.replace("_", " ")} · ${duration(model.end - model.start)}${showing}`);
     if (this.caption.dataset.run !== src.runId) this.caption.dataset.run = src.runId;
     const chain = path.chain.filter((c) => c.person === undefined);
     setText(this.pathNote, chain.length ? `Critical path: ${compact(chain.map((s) => company.agent(s.agent).name)).join(" → ")}` : "");
@@ -270,7 +298,7 @@ export class Timeline {
 
     const place = (item, kind) => {
       const i = index.get(item.agent);
-      if (i === undefined || !visible(i)) return;
+      if (i === undefined || !visible(i) || !shown(item.start, item.end)) return;
       keep.add(item.id);
       let node = this.nodes.get(item.id);
       if (!node) {
@@ -307,9 +335,9 @@ export class Timeline {
       }
     }
 
-    this.drawLinks(model, path, index, x, first, last, rows.length);
+    this.drawLinks(model, path, index, x, first, last, rows.length, shown);
     this.drawAxis(t0, span, x, model.start, tickWidth);
-    const nowIn = !src.span || src.now < t1;
+    const nowIn = (!src.span || src.now < full1) && src.now >= t0 && src.now <= t1;
     this.nowLine.hidden = !nowIn || (!src.replay && model.sessions.every((s) => !s.open) && model.waits.every((w) => !w.open));
     this.nowLine.style.left = `${x(src.now)}%`;
     if (this.hot) this.hover(this.nodes.get(this.hot) ?? null);
@@ -331,9 +359,9 @@ export class Timeline {
     return rows;
   }
 
-  drawLinks(model, path, index, x, first, last, count) {
+  drawLinks(model, path, index, x, first, last, count, shown) {
     this.model_ = { model, path, index, x };
-    const key = `${this.cache.key}:${this.rowsKey}:${first}:${last}`;
+    const key = `${this.cache.key}:${this.rowsKey}:${first}:${last}:${this.window.key}`;
     if (this.linksKey === key) return;
     this.linksKey = key;
     const height = Math.max(1, count * ROW);
@@ -350,6 +378,7 @@ export class Timeline {
       const b = index.get(to.agent);
       if (a === undefined || b === undefined) return;
       if (Math.max(a, b) < first || Math.min(a, b) > last) return;
+      if (!shown(Math.min(link.t0, link.t1), Math.max(link.t0, link.t1))) return;
       const critical = path.links.has(i);
       if (many && !critical) return; // drawn on hover instead
       paths.push(linkPath(link, a, b, x, critical));
