@@ -454,3 +454,43 @@ def test_a_hundred_agents_scroll_and_only_the_path_is_linked(
     page.locator('.tl-bar[data-kind="session"][data-agent="a1"]').first.hover()
     expect(page.locator(".tl-link.hot-link").first).to_be_attached()
     assert errors == []
+
+
+def test_with_several_goals_live_the_timeline_shows_the_one_picked(
+    browser, served: ServedOffice
+) -> None:
+    errors: list[str] = []
+    page = open_page(browser, served, errors)
+    page.get_by_role("tab", name="Timeline").click()
+    with client(served) as c:
+        first = c.post("/api/tasks", json={"goal": "Write the launch plan"}).json()["id"]
+        second = c.post("/api/tasks", json={"goal": "Draft the pricing page"}).json()["id"]
+
+    # By default the newest goal; the picker offers every goal on the page. (The run's events
+    # load first: a loaded machine can take seconds.)
+    expect(page.locator("#tl-caption")).to_have_attribute("data-run", second, timeout=30_000)
+    picker = page.locator("#tl-goal")
+    expect(picker).to_be_visible()
+    expect(picker.locator(f"option[value='{first}']")).to_contain_text("Write the launch plan")
+
+    picker.select_option(first)
+    expect(page.locator("#tl-caption")).to_have_attribute("data-run", first, timeout=30_000)
+    expect(page.locator("#tl-caption")).to_contain_text("Write the launch plan")
+    wait_for_end(served, first)
+    sessions = log_sessions(run_events(served, first))
+    expect(page.locator(".tl-bar[data-kind='session']")).to_have_count(len(sessions))
+    assert {b["task"].split("#")[0] for b in bars(page)} <= {
+        e["task"] for e in sessions
+    }  # only the picked goal's sessions
+
+    # A third goal does not take the view away from the one picked…
+    with client(served) as c:
+        third = c.post("/api/tasks", json={"goal": "Plan the beta"}).json()["id"]
+    expect(picker.locator(f"option[value='{third}']")).to_have_count(1)
+    expect(page.locator("#tl-caption")).to_have_attribute("data-run", first)
+    # …until "The newest goal" is picked again.
+    picker.select_option("")
+    expect(page.locator("#tl-caption")).to_have_attribute("data-run", third, timeout=30_000)
+    wait_for_end(served, second)
+    wait_for_end(served, third)
+    assert errors == []

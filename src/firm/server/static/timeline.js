@@ -73,10 +73,18 @@ export class Timeline {
       this.zoomIn,
       this.zoomAll,
     );
+    // With several goals live, which one to draw (by default the newest, following new ones).
+    this.chosen = null;
+    this.goalPick = el("select", { id: "tl-goal", onchange: () => {
+      this.chosen = this.goalPick.value || null;
+      this.render();
+    } });
+    this.goalWrap = el("label", { class: "tl-toggle tl-goal", hidden: true }, "Goal ", this.goalPick);
     const head = el(
       "div",
       { class: "tl-head" },
       el("div", {}, el("h2", {}, "Timeline"), this.caption, this.pathNote),
+      this.goalWrap,
       el("label", { class: "tl-toggle" }, this.toggle, " Everyone in the chart"),
       zoom,
       legend,
@@ -131,14 +139,32 @@ export class Timeline {
     if (!this.root.hidden) this.queue();
   }
 
-  /** The newest goal live; load its events when it changed. */
+  /** The chosen goal live, else the newest; load its events when it changed. */
   followLive() {
-    const newest = this.live.roots()[0]?.id ?? null;
+    const roots = this.live.roots();
+    if (this.chosen && !roots.some((r) => r.id === this.chosen)) this.chosen = null;
+    this.offerGoals(roots);
+    const newest = this.chosen ?? roots[0]?.id ?? null;
     if (newest === this.liveRun) return;
     this.liveRun = newest;
     this.liveEvents = [];
     this.pending = null;
     if (newest) this.load(newest);
+  }
+
+  /** The goal picker: shown while more than one goal is live on the page. */
+  offerGoals(roots) {
+    this.goalWrap.hidden = roots.length < 2;
+    const key = roots.map((r) => `${r.id}:${r.status}`).join(",");
+    if (this.goalsKey !== key) {
+      this.goalsKey = key;
+      const option = (value, text) => el("option", { value }, text);
+      this.goalPick.replaceChildren(
+        option("", "The newest goal"),
+        ...roots.map((r) => option(r.id, `${clip(r.title, 60)} · ${r.status.replace("_", " ")}`)),
+      );
+    }
+    if (this.goalPick.value !== (this.chosen ?? "")) this.goalPick.value = this.chosen ?? "";
   }
 
   async load(runId) {
@@ -166,6 +192,7 @@ export class Timeline {
   source() {
     const replay = this.replay();
     if (replay) {
+      this.goalWrap.hidden = true; // a replay draws the run it replays
       const events = replay.events;
       return {
         runId: replay.runId,
