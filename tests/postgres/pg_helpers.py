@@ -73,14 +73,16 @@ def holding_lock(store: SqlStore, task_id: str) -> Iterator[None]:
             yield
 
 
-def wait_until_queued(pg_server, url: str, n: int, threads: list[threading.Thread]) -> None:  # type: ignore[no-untyped-def]
+def wait_until_queued(pg_server, store: SqlStore, n: int, threads: list[threading.Thread]) -> None:  # type: ignore[no-untyped-def]
     """Wait until n writers are blocked behind a held lock (PostgreSQL shows it; on SQLite we can
-    only give the threads a moment to reach the lock)."""
+    only give the threads a moment to reach the lock). Writers of this store that joined the
+    open group commit (store/group.py) queue in this process, behind its first writer: they
+    count as queued too, in the order they arrived."""
     if pg_server is None:
         time.sleep(0.3)
         return
     deadline = time.monotonic() + 30
-    while pg_server.waiting_for_locks(url) < n:
+    while pg_server.waiting_for_locks(store.url) + store._group.queued() < n:
         assert all(t.is_alive() for t in threads), "a writer finished while the lock was held"
         assert time.monotonic() < deadline, f"{n} writers never queued for the lock"
         time.sleep(0.02)

@@ -80,7 +80,7 @@ def test_the_last_two_reports_settling_at_once_wake_the_manager_once(store, requ
         with holding_lock(store, root.id):
             for t in threads:
                 t.start()
-            wait_until_queued(pg, store.url, 2, threads)
+            wait_until_queued(pg, store, 2, threads)
         for t in threads:
             t.join()
         assert all(r.applied for r in results)
@@ -103,9 +103,9 @@ def test_manager_ending_its_turn_races_its_last_report(store, request, first):
     order = [report, manager] if first == "report" else [manager, report]
     with holding_lock(store, root.id):
         order[0].start()
-        wait_until_queued(pg, store.url, 1, order[:1])
+        wait_until_queued(pg, store, 1, order[:1])
         order[1].start()
-        wait_until_queued(pg, store.url, 2, order)
+        wait_until_queued(pg, store, 2, order)
     for t in order:
         t.join()
     assert store.get_task(root.id).status == Status.TODO

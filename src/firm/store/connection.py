@@ -22,6 +22,7 @@ from sqlalchemy.exc import OperationalError
 from firm.errors import StoreError
 from firm.store import migrate, notify, schema
 from firm.store.base import EventListener
+from firm.store.group import GroupWriter
 from firm.store.notify import PgListener, SignalListener, StoreSignal
 from firm.store.prepared import run_sql
 from firm.store.retry import RetryPolicy, retrying
@@ -101,6 +102,7 @@ class SqlBase:
             threading.Lock() if self.dialect == "sqlite" else contextlib.nullcontext()
         )
         self._clock = DbClock(self.dialect == "postgresql")
+        self._group = GroupWriter(self.engine, self._writer, self._locking, self._clock)
         if check_schema:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 
@@ -232,17 +234,23 @@ class SqlBase:
             except Exception:  # one bad listener must not deafen the others
                 log.exception("store: a signal listener failed")
 
+    @property
+    def group_commit(self) -> bool:
+        """Whether concurrent writes of this process share one transaction (store/group.py)."""
+        return self._group.enabled
+
+    @group_commit.setter
+    def group_commit(self, enabled: bool) -> None:
+        self._group.enabled = enabled
+
     @contextmanager
     def _write(self) -> Iterator[Tx]:
         # SQLite has one writer. Queue this process's writers on a Python lock, which hands
         # over in microseconds, instead of SQLite's busy handler, which sleeps in steps of
-        # milliseconds; the busy timeout is then left for writers in other processes.
-        with self._writer, self.engine.connect() as conn:
-            conn.execution_options(firm_write=True)
-            with conn.begin():
-                tx = Tx(conn, self._locking, self._clock.now(conn))
-                yield tx
-                tx.flush()
+        # milliseconds; the busy timeout is then left for writers in other processes. Writers
+        # that arrive while a transaction is open join it (group commit, store/group.py).
+        with self._group.write() as tx:
+            yield tx
         if tx.appended:
             for listener in list(self._listeners):
                 try:

@@ -26,6 +26,7 @@ class Tx:
         self.locking = locking  # explicit row locks (PostgreSQL); SQLite holds the db lock
         self.now = now
         self.pending: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
+        self.checked: list[tuple[str, str | None, str | None, dict[str, Any], str, str]] = []
         self.appended: list[Event] = []
 
     def emit(
@@ -37,26 +38,42 @@ class Tx:
             task_id = task
         self.pending.append((kind, task_id, agent, data))
 
+    def check(self) -> None:
+        """Make pending events canonical and check them against the catalogue: InvalidEvent
+        fails this transaction (or this member of a group) alone, before the head is touched.
+        Entries saying the same thing (a cancel's 10,000 entries share one reason) are read
+        back and checked once."""
+        seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
+        self.checked = [_checked(*item, seen) for item in self.pending]
+        self.pending.clear()
+
     def flush(self) -> None:
         """Append pending events to the chain; called last, so the head lock is held briefly."""
-        if not self.pending:
-            return
-        # Before the head's lock. Entries saying the same thing (a cancel's 10,000 entries share
-        # one reason) are read back and checked once.
-        seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
-        checked = [_checked(*item, seen) for item in self.pending]
-        head = Q.CHAIN_HEAD_FOR_UPDATE if self.locking else Q.CHAIN_HEAD
-        seq, prev = run(self.conn, head).one()
-        kinds = {item[0] for item in checked}
-        rows = []
-        for kind, task_id, agent, data, canonical, data_digest in checked:
+        self.check()
+        append_chain(self.conn, self.locking, [self])
+
+
+def append_chain(conn: Connection, locking: bool, txs: list[Tx]) -> None:
+    """Append the checked entries of these transactions to the chain, in this order, with one
+    read of the head, one insert and one move of the head: the writes of one commit (a group
+    of members, or one transaction alone). Fills each Tx's `appended`."""
+    if not any(tx.checked for tx in txs):
+        return
+    head = Q.CHAIN_HEAD_FOR_UPDATE if locking else Q.CHAIN_HEAD
+    seq, prev = run(conn, head).one()
+    kinds: set[str] = set()
+    rows = []
+    for tx in txs:
+        now = tx.now
+        for kind, task_id, agent, data, canonical, data_digest in tx.checked:
             seq += 1
+            kinds.add(kind)
             # entry_hash(prev, seq, ts, kind, task, agent, data), from the digest already made
-            h = header_hash(prev, seq, self.now, kind, task_id, agent, data_digest)
+            h = header_hash(prev, seq, now, kind, task_id, agent, data_digest)
             rows.append(
                 {
                     "seq": seq,
-                    "ts": self.now,
+                    "ts": now,
                     "kind": kind,
                     "task_id": task_id,
                     "agent": agent,
@@ -65,19 +82,22 @@ class Tx:
                     "hash": h,
                 }
             )
-            self.appended.append(Event(seq, self.now, kind, task_id, agent, data, prev, h))
+            tx.appended.append(Event(seq, now, kind, task_id, agent, data, prev, h))
             prev = h
-        run_many(self.conn, Q.INSERT_EVENTS, rows)
-        if self.locking:  # delivered at commit, in commit order, and only if it commits
-            cancelled = [
-                e.task_id for e in self.appended if e.kind == EventKind.CANCELLED and e.task_id
-            ]
-            note = notify.payload(seq, kinds, cancelled)
-            move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
-            self.conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
-        else:
-            run(self.conn, Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
-        self.pending.clear()
+        tx.checked = []
+    run_many(conn, Q.INSERT_EVENTS, rows)
+    if locking:  # delivered at commit, in commit order, and only if it commits
+        cancelled = [
+            e.task_id
+            for tx in txs
+            for e in tx.appended
+            if e.kind == EventKind.CANCELLED and e.task_id
+        ]
+        note = notify.payload(seq, kinds, cancelled)
+        move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
+        conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
+    else:
+        run(conn, Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
 
 
 def _checked(

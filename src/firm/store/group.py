@@ -1,0 +1,211 @@
+"""Group commit: the writes of concurrent sessions in this process share one transaction.
+
+The first writer to arrive leads: it opens the transaction and runs its own body. Writers that
+arrive while that group is open join it and run their bodies on the same connection, one at a
+time, each in the caller's own thread. The leader then appends every member's log entries to
+the chain (one read of the head, one insert, one move) and commits once; every member returns
+only after that commit, so nobody hears "done" before the write is durable.
+
+A member that fails — a conflict, a refused settle, an IntegrityError, an invalid event — fails
+alone: its body ran inside its own SAVEPOINT, which is rolled back, and it raises at once. The
+first body of a transaction needs no savepoint (there is nothing of anyone else's to keep): if
+it fails, the whole transaction is rolled back and the next member begins a fresh one. If the
+commit itself fails, every member whose body succeeded gets that error, and the retry layer
+re-runs each of them (nothing of theirs was written).
+
+Why the invariants hold: each member sees every earlier member's writes (one transaction), so
+checks such as "is this session still the task's holder" see the state the commit will carry;
+a settle and the wake it causes are one member, never split; the chain is built once per
+commit, in the order the members ran, so sequence numbers have no gap and follow commit order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, RootTransaction
+
+from firm.store.transaction import DbClock, Tx, append_chain
+
+# Members per group at most: a steady stream of joiners must not keep a commit waiting.
+MAX_MEMBERS = 64
+
+
+class _Group:
+    __slots__ = ("broken", "conn", "done", "error", "members", "ran", "turn", "txn", "waiting")
+
+    def __init__(self) -> None:
+        self.turn = threading.Lock()  # who runs a body on the connection now
+        self.conn: Connection | None = None
+        self.txn: RootTransaction | None = None  # None: no transaction begun (or rolled back)
+        self.members: list[Tx] = []  # the bodies that succeeded, in the order they ran
+        self.waiting = 0  # joiners that have not run their body yet
+        self.ran = 0  # members admitted so far, the leader included
+        self.broken: BaseException | None = None  # the connection could not be had
+        self.error: BaseException | None = None  # the commit failed
+        self.done = threading.Event()
+
+
+class GroupWriter:
+    """Runs write transactions, grouping those that overlap in time (see the module doc)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        writer: Any,
+        locking: bool,
+        clock: DbClock,
+        enabled: bool = True,
+    ):
+        self.engine = engine
+        self.writer = writer  # SQLite: one open transaction at a time in this process
+        self.locking = locking
+        self.clock = clock
+        self.enabled = enabled
+        self._gate = threading.Condition()
+        self._open: _Group | None = None
+        self._local = threading.local()
+        # Figures for benchmarks: write transactions that succeeded, and commits that carried them.
+        self.writes = 0
+        self.commits = 0
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        if getattr(self._local, "busy", False):
+            # The thread's own group waits for this body to finish: it would never run.
+            raise RuntimeError("a store write was started inside another write of this thread")
+        self._local.busy = True
+        try:
+            if not self.enabled:
+                with self._alone() as tx:
+                    yield tx
+                return
+            with self._gate:
+                group = self._open
+                lead = group is None
+                if group is None:
+                    group = self._open = _Group()
+                    group.turn.acquire()  # the leader's body runs first
+                else:
+                    group.waiting += 1
+                group.ran += 1
+                if group.ran >= MAX_MEMBERS:
+                    self._open = None  # closed to newcomers; they start the next group
+            with self._lead(group) if lead else self._join(group) as tx:
+                yield tx
+        finally:
+            self._local.busy = False
+
+    def queued(self) -> int:
+        """Writers that joined the open group and wait for their turn (for tests that force a
+        group to form)."""
+        with self._gate:
+            return self._open.waiting if self._open is not None else 0
+
+    @contextmanager
+    def _alone(self) -> Iterator[Tx]:
+        """One transaction, one commit, no grouping."""
+        with self.writer, self.engine.connect() as conn:
+            conn.execution_options(firm_write=True)
+            with conn.begin():
+                tx = Tx(conn, self.locking, self.clock.now(conn))
+                yield tx
+                tx.flush()
+        self._count(1)
+
+    @contextmanager
+    def _lead(self, group: _Group) -> Iterator[Tx]:
+        failure: BaseException | None = None
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self.writer)
+                conn = stack.enter_context(self.engine.connect())
+                conn.execution_options(firm_write=True)
+                group.conn = conn
+            except BaseException as exc:
+                group.broken = failure = exc
+            if failure is None:
+                try:
+                    with self._member(group) as tx:
+                        yield tx
+                except BaseException as exc:
+                    failure = exc
+            group.turn.release()
+            with self._gate:  # the joiners run their bodies
+                while group.waiting:
+                    self._gate.wait()
+                if self._open is group:
+                    self._open = None
+            try:
+                self._commit(group)
+            except BaseException as exc:
+                group.error = exc
+            finally:
+                group.done.set()
+        if failure is not None:
+            raise failure
+        if group.error is not None:
+            raise group.error
+
+    @contextmanager
+    def _join(self, group: _Group) -> Iterator[Tx]:
+        try:
+            with group.turn:
+                if group.broken is not None:
+                    raise group.broken
+                with self._member(group) as tx:
+                    yield tx
+        finally:
+            with self._gate:
+                group.waiting -= 1
+                self._gate.notify_all()
+        group.done.wait()
+        if group.error is not None:
+            raise group.error
+
+    @contextmanager
+    def _member(self, group: _Group) -> Iterator[Tx]:
+        """One member's body: alone in a fresh transaction, or in a savepoint after others."""
+        conn = group.conn
+        assert conn is not None
+        if group.txn is None:
+            group.txn = conn.begin()
+        if not group.members:
+            try:
+                tx = Tx(conn, self.locking, self.clock.now(conn))
+                yield tx
+                tx.check()
+            except BaseException:
+                txn, group.txn = group.txn, None
+                txn.rollback()
+                raise
+        else:
+            with conn.begin_nested():
+                tx = Tx(conn, self.locking, self.clock.now(conn))
+                yield tx
+                tx.check()
+        group.members.append(tx)
+
+    def _commit(self, group: _Group) -> None:
+        txn = group.txn
+        if txn is None:
+            return
+        if not group.members:
+            txn.rollback()
+            return
+        try:
+            append_chain(txn.connection, self.locking, group.members)
+        except BaseException:
+            txn.rollback()
+            raise
+        txn.commit()
+        self._count(len(group.members))
+
+    def _count(self, writes: int) -> None:
+        with self._gate:
+            self.writes += writes
+            self.commits += 1
