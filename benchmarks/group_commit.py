@@ -6,7 +6,8 @@ second, writes per commit, wall ms per task and CPU ms per task. The PostgreSQL 
 the way the tests start one, but durable (fsync and synchronous_commit on), since one fsync per
 group instead of one per write is the point there.
 
-    python benchmarks/group_commit.py [--max-concurrent 4] [--fanouts 10,10,10] [--skip-pg]
+    python benchmarks/group_commit.py [--max-concurrent 4] [--fanouts 10,10,10] [--rounds 2]
+        [--skip-pg] [--skip-sqlite]
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--fanouts", default="10,10,10")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each setting, alternated")
     parser.add_argument("--skip-pg", action="store_true")
+    parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
     fanouts = [int(f) for f in args.fanouts.split(",")]
     print(
@@ -97,7 +99,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.rounds):
+        for i in range(0 if args.skip_sqlite else args.rounds):
             for grouped in (False, True):
                 work = Path(tmp) / f"sqlite-{i}-{grouped}"
                 url = f"sqlite:///{work / 'firm.db'}"

@@ -25,6 +25,13 @@ from firm.tasks import Outcome, Status
 pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.fixture
+def store(store: SqlStore) -> SqlStore:
+    """Grouping on, on both backends (by default only PostgreSQL groups: the code is the same)."""
+    store.group_commit = True
+    return store
+
+
 def assert_chain(store: SqlStore) -> list[Any]:
     """Every entry follows the one before it: seq without a gap, each hash over its own entry
     and linked to the previous one, and the head at the last entry."""

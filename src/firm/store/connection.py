@@ -55,10 +55,13 @@ class SqlBase:
         migrate: bool | None = None,
         check_schema: bool = True,
         retry_window: float = 60.0,
+        group_commit: bool | None = None,
     ):
         """Open the store at url. migrate: bring the schema up to date on open (default: on
         SQLite, yes; on PostgreSQL, no — `firm db upgrade` does it, once, for every worker).
-        check_schema=False opens without looking at the schema (for upgrade_schema alone)."""
+        check_schema=False opens without looking at the schema (for upgrade_schema alone).
+        group_commit: let concurrent writes of this process share one transaction (default: on
+        PostgreSQL, yes; on SQLite, no — see store/group.py)."""
         self.url = url
         self.retry_policy = RetryPolicy(window=retry_window)
         self._listeners: list[EventListener] = []
@@ -102,7 +105,17 @@ class SqlBase:
             threading.Lock() if self.dialect == "sqlite" else contextlib.nullcontext()
         )
         self._clock = DbClock(self.dialect == "postgresql")
-        self._group = GroupWriter(self.engine, self._writer, self._locking, self._clock)
+        # Group commit pays where a commit is dear: on PostgreSQL each one waits for an fsync,
+        # and sharing it halves the engine's time per task. SQLite (WAL, synchronous=NORMAL)
+        # commits without an fsync, and grouping measured even there: it stays one commit per
+        # write (docs/architecture.md, "Group commit", has the figures).
+        self._group = GroupWriter(
+            self.engine,
+            self._writer,
+            self._locking,
+            self._clock,
+            enabled=self.dialect == "postgresql" if group_commit is None else group_commit,
+        )
         if check_schema:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 
