@@ -5,7 +5,10 @@ processes (`python -m firm worker`).
 
 Printed for each run: sessions and tasks, wall time, tasks/s, and claim latency — from the
 moment a task became todo (its created, delegated, woken or requeued event) to the moment a
-worker claimed it (its started event), median and p99, read from the audit log.
+worker claimed it (its started event), median and p99, read from the audit log. On PostgreSQL
+also what waking cost, per task, summed over the workers (each prints its counts when it
+stops): claim rounds, the empty ones (a worker woke, claimed and found nothing), and wake-ups
+by another process's commit (NOTIFY). At the end, tasks/s with 1, 2 and 4 workers side by side.
 
     python benchmarks/scale_out.py                       # starts a throwaway PostgreSQL
     python benchmarks/scale_out.py --pg-url postgresql://firm@127.0.0.1:5432/postgres
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -40,6 +44,7 @@ sys.path.insert(0, str(ROOT / "tests" / "postgres"))
 TURN = 0.02  # seconds per simulated turn (--turn)
 SLOTS = 16  # sessions per worker (--per-worker)
 TODO_KINDS = {"created", "delegated", "woken", "requeued"}
+STOP_LINE = re.compile(rb"(\d+) claims, (\d+) found nothing; woken (\d+) times")
 
 
 TREE = 1111  # the size that means the 1 → 10 → 100 → 1,000 tree of engine_throughput.py
@@ -105,7 +110,19 @@ def p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def report(label: str, store: SqlStore, root_id: str, wall: float) -> float:
+def wake_costs(work: Path, n: int, tasks: int) -> str:
+    """Claims, empty claims and NOTIFY wake-ups per task, summed over the workers' stop lines."""
+    totals = [0, 0, 0]
+    for i in range(n):
+        found = STOP_LINE.search((work / f"worker-{i}.log").read_bytes())
+        if found is None:
+            return "   (a worker printed no counts)"
+        totals = [t + int(v) for t, v in zip(totals, found.groups(), strict=True)]
+    claims, empty, woken = (t / max(tasks, 1) for t in totals)
+    return f"   per task: {claims:.2f} claims, {empty:.2f} empty, {woken:.2f} wake-ups"
+
+
+def report(label: str, store: SqlStore, root_id: str, wall: float, extra: str = "") -> float:
     tasks = store.subtree(root_id)
     sessions = sum(1 for e in store.events_after(0, 10**7) if e.kind == "started")
     waits = claim_latencies(store, root_id)
@@ -114,7 +131,7 @@ def report(label: str, store: SqlStore, root_id: str, wall: float) -> float:
     print(
         f"{label:<28} {len(tasks):>6} tasks {sessions:>6} sessions {wall:>7.2f}s "
         f"{rate:>8.1f} tasks/s   claim latency median {statistics.median(waits) * 1000:>7.1f} ms"
-        f"  p99 {p(waits, 0.99) * 1000:>7.1f} ms" + (f"   NOT DONE: {bad}" if bad else ""),
+        f"  p99 {p(waits, 0.99) * 1000:>7.1f} ms" + extra + (f"   NOT DONE: {bad}" if bad else ""),
         flush=True,
     )
     return rate
@@ -196,7 +213,8 @@ def run_postgres(server, size: int, workers: int, work: Path) -> float:  # type:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
         proc.wait(60)
-    rate = report(f"postgresql, {size} agents, {workers}w", store, root.id, wall)
+    extra = wake_costs(work, workers, len(store.subtree(root.id)))
+    rate = report(f"postgresql, {size} agents, {workers}w", store, root.id, wall, extra)
     engine.stop()
     store.close()
     server.drop_database(url)
@@ -233,16 +251,21 @@ def main() -> None:
         from pgcluster import PgServer
 
         server = PgServer()
+        table: dict[int, dict[int, float]] = {}
         try:
             print(f"PostgreSQL, worker processes of {SLOTS} sessions each", flush=True)
             for size in sizes:
-                rates = {w: run_postgres(server, size, w, work) for w in counts}
+                rates = table[size] = {w: run_postgres(server, size, w, work) for w in counts}
                 if len(rates) > 1 and size >= 100:
                     base = rates[counts[0]]
                     growth = ", ".join(f"{w}w ×{rates[w] / base:.2f}" for w in counts)
                     print(f"{'':<28} throughput vs {counts[0]} worker: {growth}", flush=True)
         finally:
             server.stop()
+        print(f"\ntasks/s on PostgreSQL (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(f"{'agents':>8}" + "".join(f"{f'{w} worker(s)':>14}" for w in counts))
+        for size, rates in table.items():
+            print(f"{size:>8}" + "".join(f"{rates[w]:>14.1f}" for w in counts), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

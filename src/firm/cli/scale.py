@@ -171,6 +171,13 @@ def worker(
     finally:
         engine.stop()
         store.close()
+        err_console.print(
+            f"worker {engine.worker_id}: {engine.claims} claims, {engine.empty_claims} found "
+            f"nothing; woken {engine.signal_wakeups} times by other commits",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def submit(

@@ -104,6 +104,11 @@ class Engine:
         self._unlisten: Callable[[], None] | None = None
         self.checkpoints = Checkpointer(store)
         self.peak_running = 0
+        # What waking costs: claim rounds, those that found nothing, and nudges from other
+        # processes' commits (PostgreSQL NOTIFY). `firm worker` prints them when it stops.
+        self.claims = 0
+        self.empty_claims = 0
+        self.signal_wakeups = 0
 
     # --- public API ----------------------------------------------------------------------
 
@@ -299,6 +304,7 @@ class Engine:
     def _on_signal(self, signal: StoreSignal) -> None:
         """A commit by any process (PostgreSQL NOTIFY): new work to claim, sessions to stop."""
         if signal.todo:
+            self.signal_wakeups += 1
             self._nudge.set()
         if signal.cancelled is None:
             self._recheck.set()
@@ -347,6 +353,8 @@ class Engine:
                     claimed = self.store.claim(
                         self.worker_id, free, self.lease_seconds, self.global_limit
                     )
+                    self.claims += 1
+                    self.empty_claims += not claimed
                 backoff = 0.0
             except Exception:
                 # A store hiccup (a lost connection, a locked file) must not kill the engine.
