@@ -156,7 +156,7 @@ class Engine:
     def start(self) -> Engine:
         if self._thread is None:
             worker_started(self.worker_id)
-            self._unlisten = self.store.listen(self._on_signal)
+            self._unlisten = self.store.listen(self._on_signal, self._free_slots)
             self.store.recover(worker_alive)
             self.store.expire_approvals()
             self.checkpoints.catch_up()
@@ -300,6 +300,13 @@ class Engine:
             self._nudge.set()
         if any(e.kind in ENDINGS and e.task_id in self._watched for e in events):
             self._progress.set()
+
+    def _free_slots(self) -> int:
+        """Sessions this engine could still start (how many new tasks a NOTIFY may wake it for)."""
+        if self._stop.is_set():
+            return 0
+        with self._running_lock:
+            return self.max_concurrent - len(self._running)
 
     def _on_signal(self, signal: StoreSignal) -> None:
         """A commit by any process (PostgreSQL NOTIFY): new work to claim, sessions to stop."""

@@ -27,6 +27,7 @@ from firm.store.notify import PgListener, SignalListener, StoreSignal
 from firm.store.prepared import run_sql
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
+from firm.store.wakeup import FreeSlots, WakeRouter
 
 # Opening a new SQLite file that another process is still creating: tries, 50 ms apart and
 # growing (about 2 s in all), before "database is locked" is the answer.
@@ -70,6 +71,7 @@ class SqlBase:
         self._changed = threading.Condition()
         self._generation = 0  # bumped on every commit or signal, so no wake-up is lost
         self._pg_listener: PgListener | None = None
+        self._router: WakeRouter | None = None
         try:
             if url.startswith("sqlite"):
                 self.dialect = "sqlite"
@@ -207,21 +209,30 @@ class SqlBase:
 
         return unsubscribe
 
-    def listen(self, listener: SignalListener) -> Callable[[], None]:
+    def listen(
+        self, listener: SignalListener, free_slots: FreeSlots | None = None
+    ) -> Callable[[], None]:
         """Call listener with a StoreSignal whenever any process commits to the store.
 
         On PostgreSQL this is LISTEN/NOTIFY (a hint: the stored state is the truth). On SQLite
         there is no cross-process channel and nothing is called; sessions still see a cancel
         at their next step by reading the store, and workers see new work at their heartbeat.
+        A listener that claims work passes free_slots (how many more sessions it can run):
+        new tasks then wake one such process, not all of them (store/wakeup.py).
         """
         with self._lock:
             self._signal_listeners.append(listener)
         self._ensure_listening()
+        remove = None
+        if free_slots is not None and self._router is not None:
+            remove = self._router.add_capacity(free_slots)
 
         def unlisten() -> None:
             with self._lock:
                 if listener in self._signal_listeners:
                     self._signal_listeners.remove(listener)
+            if remove is not None:
+                remove()
 
         return unlisten
 
@@ -230,12 +241,17 @@ class SqlBase:
             return
         with self._lock:
             if self._pg_listener is None:
+                self._router = WakeRouter(self.engine)
                 conninfo = self.engine.url.set(drivername="postgresql").render_as_string(
                     hide_password=False
                 )
                 self._pg_listener = PgListener(conninfo, self._on_signal).start()
 
     def _on_signal(self, signal: StoreSignal) -> None:
+        if self._router is not None:
+            if signal.reconnected:
+                self._router.forget_members()
+            signal = self._router.route(signal)
         with self._changed:
             self._generation += 1
             self._changed.notify_all()

@@ -2,9 +2,10 @@
 
 A notification is only a hint. Every write transaction that appends events also sends one
 NOTIFY on CHANNEL, which PostgreSQL delivers when (and only if) the transaction commits, in
-commit order. The payload says the last sequence number written, whether a task became todo
-(a nudge for idle workers) and which tasks were cancelled (so their sessions stop now). The
-stored rows stay the truth: a reader always re-reads the log from its own last seq, so a
+commit order. The payload says the last sequence number written, how many tasks became todo
+(work for idle workers; store/wakeup.py wakes one worker for it, not all), which process
+committed, and which tasks were cancelled (so their sessions stop now, wherever they run).
+The stored rows stay the truth: a reader always re-reads the log from its own last seq, so a
 lost or late notification costs latency, never an event, and after a reconnect every waiter
 is woken to look again.
 """
@@ -19,7 +20,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from firm.events import TO_TODO
+from firm.events import TO_TODO, EventKind
+from firm.store.base import Event
 
 log = logging.getLogger("firm.store")
 
@@ -31,24 +33,38 @@ _PAYLOAD_LIMIT = 7000  # PostgreSQL allows just under 8000 bytes
 class StoreSignal:
     """What another process committed, as far as a worker or a watcher needs to know.
 
-    cancelled is None when the list was too long to send (or after a reconnect): the
-    receiver then checks the state of the tasks it cares about itself.
+    todo is how many tasks became todo (0: none). origin is the listening name of the process
+    that committed (None if it does not listen); `to` and hop are set on a wake-up one worker
+    passed on to the next (store/wakeup.py). cancelled is None when the list was too long to
+    send (or after a reconnect): the receiver then checks the state of the tasks it cares
+    about itself.
     """
 
     seq: int
-    todo: bool
+    todo: int
     cancelled: tuple[str, ...] | None
     reconnected: bool = False
+    origin: str | None = None
+    to: str | None = None
+    hop: int = 0
 
 
 SignalListener = Callable[[StoreSignal], None]
 
 
-def payload(seq: int, kinds: Iterable[str], cancelled: list[str]) -> str:
-    kinds = set(kinds)
+def payload(seq: int, events: Iterable[Event]) -> str:
+    """What a commit that appended `events` (its last seq) tells every other process."""
+    todo: set[str | None] = set()
+    cancelled: list[str] = []
+    for e in events:
+        if e.kind in TO_TODO:
+            todo.add(e.task_id)
+        elif e.kind == EventKind.CANCELLED and e.task_id:
+            cancelled.append(e.task_id)
     body: dict[str, object] = {"seq": seq}
-    if kinds & TO_TODO:  # new work: a nudge for idle workers
-        body["todo"] = 1
+    if todo:  # new work: how many tasks, and who made it (the worker it wakes first)
+        body["todo"] = len(todo)
+        body["from"] = listen_name()
     if cancelled:
         body["cancelled"] = cancelled
     text = json.dumps(body, separators=(",", ":"))
@@ -58,19 +74,33 @@ def payload(seq: int, kinds: Iterable[str], cancelled: list[str]) -> str:
     return text
 
 
+def handoff(seq: int, todo: int, to: str, hop: int) -> str:
+    """A wake-up passed on: `to` (a listening name) is to claim up to `todo` tasks."""
+    return json.dumps({"seq": seq, "todo": todo, "to": to, "hop": hop}, separators=(",", ":"))
+
+
 def parse(text: str) -> StoreSignal:
     body = json.loads(text)
     cancelled = body.get("cancelled", [])
+    origin, to = body.get("from"), body.get("to")
     return StoreSignal(
         seq=int(body.get("seq", 0)),
-        todo=bool(body.get("todo")),
+        todo=max(0, int(body.get("todo", 0))),
         cancelled=None if cancelled == "*" else tuple(cancelled),
+        origin=origin if isinstance(origin, str) else None,
+        to=to if isinstance(to, str) else None,
+        hop=max(0, int(body.get("hop", 0))),
     )
 
 
 def application_name(role: str) -> str:
     """How this process's connections show in pg_stat_activity: role, host and pid."""
     return f"firm-{role}:{socket.gethostname()}:{os.getpid()}"[:63]
+
+
+def listen_name() -> str:
+    """This process's listening connection's name: how other processes address it."""
+    return application_name("listen")
 
 
 class PgListener:

@@ -61,13 +61,11 @@ def append_chain(conn: Connection, locking: bool, txs: list[Tx]) -> None:
         return
     head = Q.CHAIN_HEAD_FOR_UPDATE if locking else Q.CHAIN_HEAD
     seq, prev = run(conn, head).one()
-    kinds: set[str] = set()
     rows = []
     for tx in txs:
         now = tx.now
         for kind, task_id, agent, data, canonical, data_digest in tx.checked:
             seq += 1
-            kinds.add(kind)
             # entry_hash(prev, seq, ts, kind, task, agent, data), from the digest already made
             h = header_hash(prev, seq, now, kind, task_id, agent, data_digest)
             rows.append(
@@ -87,13 +85,7 @@ def append_chain(conn: Connection, locking: bool, txs: list[Tx]) -> None:
         tx.checked = []
     run_many(conn, Q.INSERT_EVENTS, rows)
     if locking:  # delivered at commit, in commit order, and only if it commits
-        cancelled = [
-            e.task_id
-            for tx in txs
-            for e in tx.appended
-            if e.kind == EventKind.CANCELLED and e.task_id
-        ]
-        note = notify.payload(seq, kinds, cancelled)
+        note = notify.payload(seq, [e for tx in txs for e in tx.appended])
         move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
         conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
     else:
