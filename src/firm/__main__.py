@@ -1,3 +1,3 @@
-from firm.cli.main import main
+from firm.cli.main import entry
 
-main()
+entry()

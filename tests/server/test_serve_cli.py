@@ -91,6 +91,28 @@ def test_serve_prints_the_address_and_a_token_and_closes_cleanly(company: Path) 
     assert "Traceback" not in out
 
 
+def test_ctrl_c_mid_work_ends_the_process_and_frees_its_port(company: Path) -> None:
+    served = serve(company, "--db", str(company / "f.db"))
+    port = int(served.url.rsplit(":", 1)[1])
+    with httpx.Client(base_url=served.url) as c:
+        started = c.post(
+            "/api/tasks",
+            json={"goal": "Open a shop"},
+            headers={"Authorization": f"Bearer {served.token}"},
+        )
+        assert started.status_code == 201
+        # Interrupted while the company works: the office closes, the process ends.
+        code, out = close(served)
+    assert code == 0, out
+    assert "The office is closed." in out and "Traceback" not in out
+    with socket.socket() as again:  # the address is free for the next office
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen(1)
+    with socket.socket() as probe:  # and nothing of the old one still answers there
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
 def test_firm_token_chooses_the_token(company: Path) -> None:
     served = serve(company, env={"FIRM_TOKEN": "chosen-by-me"})
     try:
