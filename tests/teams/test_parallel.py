@@ -340,6 +340,49 @@ def test_a_team_killed_while_background_tasks_run_resumes_without_running_anythi
     )
 
 
+def test_firm_resume_of_a_team_whose_manager_then_fails_leaves_nothing_running(
+    model: ScriptedModel, server: ModelServer, tmp_path: Path
+) -> None:
+    # Killed while t1 runs in the background and the manager is asked for its next choice;
+    # resumed, the manager answers nonsense until its turn fails, which ends the run.
+    model.when(agent="manager").reply(pick("t1", "W1"), hang())
+    model.when(agent="manager").always(pick("t9", "W2"))
+    model.when(agent="w1").always(hang())
+    script = tmp_path / "parts.py"
+    script.write_text(KILLED_SCRIPT)
+    env = bare_env(**server.env())
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert server.wait_until(
+            lambda reqs: (
+                any(r.agent == "w1" for r in reqs) and sum(r.agent == "manager" for r in reqs) >= 2
+            ),
+            120,
+        )
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+    resumed = firm_cli("resume", "--db", "state.db", "--json", cwd=tmp_path, env=bare_env())
+    (summary,) = json.loads(resumed.stdout)
+    assert summary["status"] == "failed", resumed.stderr
+    store = open_store(tmp_path / "state.db")
+    try:
+        (root,) = [t for t in store.list_tasks() if t.parent_id is None]
+        tree = store.subtree(root.id)
+    finally:
+        store.close()
+    # t1 was running when the run ended: `firm resume` cancels it rather than leave it
+    # open for the next process that opens the store to pick up and run on.
+    assert not [t for t in tree if not t.terminal]
+    (w1,) = [t for t in tree if t.assignee == "w1"]
+    assert w1.status == Status.CANCELLED
+    assert "the team's run ended" in (w1.error or "")
+    again = firm_cli("resume", "--db", "state.db", cwd=tmp_path, env=bare_env())
+    assert "Nothing to resume" in again.stdout
+
+
 def done_workers(db: Path) -> set[str]:
     if not db.exists():
         return set()

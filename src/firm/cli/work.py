@@ -45,6 +45,7 @@ from firm.cli.options import (
 from firm.engine.company import Company
 from firm.errors import FirmError
 from firm.org import load_org
+from firm.teams.run import cancel_leftovers
 
 DEMO_GOAL = "Launch an AI note-taking app"
 
@@ -64,6 +65,10 @@ def _work(firm: Firm, root_ids: list[str], json_mode: bool, many: bool = False) 
             "`firm resume` continues where it stopped."
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    for root in roots:
+        # A team's background tasks can outlive their run (the manager turn that started them
+        # failed): nobody is left to wait for them, so they are not left to run on.
+        cancel_leftovers(firm, root.id)
     if json_mode:
         summaries = [run_summary(firm, r.id) for r in roots]
         print_json(summaries if many else summaries[0])
