@@ -125,3 +125,45 @@ def test_new_work_reaches_every_worker_with_room_and_a_cancel_frees_every_worker
         store.cancel(second, "done testing", "user")
     finally:
         store.close()
+
+
+def test_the_rotation_agrees_on_one_process_and_hands_on_what_it_has_no_room_for(pg_url):
+    """Three listening processes, as PostgreSQL shows them, each deciding for itself: exactly
+    one is to claim a commit's tasks; one with too little room names the next in a NOTIFY."""
+    import psycopg
+
+    from firm.store import notify
+    from firm.store.wakeup import WakeRouter
+
+    names = [f"firm-listen:test-host:{pid}" for pid in (101, 102, 103)]
+    conns = [psycopg.connect(pg_url, autocommit=True, application_name=n) for n in names]
+    store = open_store(pg_url)
+    try:
+        conns[2].execute(f"LISTEN {notify.CHANNEL}")
+        room = dict.fromkeys(names, 16)
+        routers = {n: WakeRouter(store.engine, me=n) for n in names}
+        for name, router in routers.items():
+            router.add_capacity(lambda name=name: room[name])
+        # A commit by a process that does not listen: one listener, picked by seq, claims it.
+        for seq in range(1, 7):
+            signal = notify.parse(json.dumps({"seq": seq, "todo": 1, "from": "firm-listen:x:9"}))
+            woken = [n for n, r in routers.items() if r.route(signal).todo]
+            assert woken == [names[seq % 3]], (seq, woken)
+        room.update({names[0]: 0, names[1]: 2})
+        # Five new tasks made by the process with two free slots: it takes two and names the
+        # next process for the other three.
+        made = notify.parse(json.dumps({"seq": 50, "todo": 5, "from": names[1]}))
+        assert [r.route(made).todo for r in routers.values()] == [0, 0, 0]  # its own: in-process
+        handed = [notify.parse(n.payload) for n in conns[2].notifies(timeout=5, stop_after=1)]
+        assert [(s.to, s.todo, s.hop) for s in handed] == [(names[2], 3, 1)]
+        assert [r.route(handed[0]).todo for r in routers.values()] == [0, 0, 3]
+        # A process with no room passes the wake-up on at once; the last hop stops there.
+        assert routers[names[0]].route(notify.parse(notify.handoff(60, 2, names[0], 1))).todo == 0
+        passed = [notify.parse(n.payload) for n in conns[2].notifies(timeout=5, stop_after=1)]
+        assert [(s.to, s.todo, s.hop) for s in passed] == [(names[1], 2, 2)]
+        assert routers[names[2]].route(notify.parse(notify.handoff(70, 20, names[2], 2))).todo == 16
+        assert routers[names[2]].handoffs == 0  # every listener was asked once: no more hops
+    finally:
+        store.close()
+        for conn in conns:
+            conn.close()
