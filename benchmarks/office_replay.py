@@ -50,7 +50,7 @@ def company(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_run(work: Path, agents: int) -> tuple[Path, str, int]:
+def make_run(work: Path, agents: int, latency: float) -> tuple[Path, str, int]:
     org_path = work / "company.yaml"
     org_path.write_text(company(agents), encoding="utf-8")
     store = open_store(work / "firm.db")
@@ -59,6 +59,7 @@ def make_run(work: Path, agents: int) -> tuple[Path, str, int]:
         parse_org(org_path.read_text(), str(org_path)),
         "Grow the business",
         workspace=work / "workspace",
+        brain_options={"latency": latency} if latency else None,
     )
     start = time.perf_counter()
     engine.run_until(root.id)
@@ -66,15 +67,24 @@ def make_run(work: Path, agents: int) -> tuple[Path, str, int]:
     engine.stop()
     tasks = len(store.subtree(root.id))
     store.close()
-    print(f"run: {tasks} tasks in {wall:.1f} s (zero-latency simulation)")
+    print(f"run: {tasks} tasks in {wall:.1f} s (simulation, {latency:g} s a turn)")
     return org_path, root.id, tasks
 
 
-PLAY = """async (root) => {
-  const frames = [];
+# Plays the run at 60× and measures whether the page keeps that pace. The replay's clock starts
+# when play() is called and runs at 60× the wall clock; each event is due on the screen at its
+# place on that clock. An event counts as shown when the frame that drew its batch is done: at
+# the next frame's start (a frame begins only after the one before it was produced). Its lag is
+# shown minus due, in wall milliseconds; the pace is the run's length over the wall time until
+# its last event was shown.
+PLAY = """async ({ root, speed, trace }) => {
   let longest = 0;
+  let blocked = 0;
   new PerformanceObserver((l) => {
-    for (const e of l.getEntries()) longest = Math.max(longest, e.duration);
+    for (const e of l.getEntries()) {
+      longest = Math.max(longest, e.duration);
+      blocked += Math.max(0, e.duration - 50);
+    }
   }).observe({ type: "longtask", buffered: false });
   const picker = document.getElementById("run-pick");
   const loadStart = performance.now();
@@ -87,38 +97,88 @@ PLAY = """async (root) => {
   const replay = window.__office.replay;
   replay.pause();
   replay.seek(0);
-  document.getElementById("replay-speed").value = "60";
+  document.getElementById("replay-speed").value = String(speed);
   document.getElementById("replay-speed").dispatchEvent(new Event("change"));
-  const playStart = performance.now();
+  // Settle: the rebuild at seek(0) is drawn before the clock starts.
+  for (let i = 0; i < 3; i++) await new Promise((r) => requestAnimationFrame(r));
+  const n = replay.events.length;
+  const shownAt = new Float64Array(n).fill(-1);
+  let pending = []; // [from, to, appliedAt]
+  let applied = 0;
+  const off = replay.listen(({ batch }) => {
+    if (!batch.length) return;
+    pending.push([replay.applied - batch.length, replay.applied, performance.now()]);
+  });
+  if (trace) console.timeStamp("replay-play");
   replay.play();
+  const playStart = replay.lastTick;
+  const frames = [];
   let last = performance.now();
-  while (replay.t < replay.duration) {
-    await new Promise((r) => requestAnimationFrame(r));
+  while (shownAt[n - 1] < 0) {
+    const frameStart = await new Promise((r) => requestAnimationFrame(r));
     const now = performance.now();
     frames.push(now - last);
     last = now;
+    const keep = [];
+    for (const p of pending) {
+      if (p[2] < frameStart) for (let i = p[0]; i < p[1]; i++) shownAt[i] = now;
+      else keep.push(p);
+    }
+    pending = keep;
+    if (now - playStart > 600000) break;
   }
-  const wall = (performance.now() - playStart) / 1000;
+  off();
+  const lags = [];
+  for (let i = 0; i < n; i++) {
+    lags.push(shownAt[i] - (playStart + (replay.times[i] / speed) * 1000));
+  }
   return {
-    loaded, wall, duration: replay.duration, events: replay.events.length, frames, longest,
+    loaded, wall: (shownAt[n - 1] - playStart) / 1000, duration: replay.duration, events: n,
+    frames, lags, longest, blocked,
     heap: performance.memory ? performance.memory.usedJSHeapSize : null,
     floor: window.__office.floor,
     desks: document.querySelectorAll(
       window.__office.floor === "3d" ? "#floor-3d .d3-desk" : "#floor-2d .desk").length,
+    cost: window.__office.floor === "3d" ? window.__office.floor3d()?.cost ?? null : null,
   };
 }"""
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--floor", choices=["3d", "2d"], default="3d")
+    parser.add_argument("--speed", type=int, choices=[1, 4, 16, 60], default=60)
+    parser.add_argument(
+        "--sim-latency",
+        type=float,
+        default=0.0,
+        help="seconds per simulated turn (a longer run gives a longer replay to watch)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="a directory to keep the run in and reuse on the next call (same --agents)",
+    )
+    parser.add_argument("--trace", type=Path, default=None, help="write a Chromium trace here")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        org_path, root, _tasks = make_run(work, args.agents)
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        if (work / "root.txt").exists():
+            org_path, root = work / "company.yaml", (work / "root.txt").read_text().strip()
+            print(f"run: reused from {work}")
+        else:
+            org_path, root, _tasks = make_run(work, args.agents, args.sim_latency)
+            (work / "root.txt").write_text(root)
         office = Office(
             org_path,
             db=work / "firm.db",
@@ -164,23 +224,64 @@ def main() -> None:
                     f"document.querySelector('#run-pick option[value=\"{root}\"]')",
                     timeout=60_000,
                 )
-                result = page.evaluate(PLAY, root)
+                if args.trace:
+                    browser.start_tracing(
+                        page=page,
+                        path=str(args.trace),
+                        categories=[
+                            "devtools.timeline",
+                            "disabled-by-default-devtools.timeline",
+                            "disabled-by-default-devtools.timeline.frame",
+                            "toplevel",
+                            "blink",
+                            "cc",
+                            "gpu",
+                            "viz",
+                        ],
+                    )
+                result = page.evaluate(
+                    PLAY, {"root": root, "speed": args.speed, "trace": bool(args.trace)}
+                )
+                if args.trace:
+                    browser.stop_tracing()
                 browser.close()
         finally:
             server.stop()
-    frames = sorted(result["frames"]) or [0.0]
-    fps = len(frames) / max(1e-9, sum(frames) / 1000)
+    report(result, args.speed)
+
+
+def report(result: dict, speed: int) -> None:
+    frames = result["frames"] or [0.0]
+    budget = 1000 / 60
+    dropped = sum(max(0, round(f / budget) - 1) for f in frames)
+    lags = [max(0.0, lag) for lag in result["lags"]]
     pace = result["duration"] / max(1e-9, result["wall"])
     print(
         f"page: {result['desks']} desks ({result['floor']} floor); replay of "
         f"{result['events']} events loaded in {result['loaded']:.0f} ms"
     )
     print(
-        f"play at 60×: {result['duration']:.1f} s of run in {result['wall']:.1f} s wall "
-        f"= {pace:.0f}× achieved; {fps:.0f} frames/s (p95 frame "
-        f"{frames[int(len(frames) * 0.95) - 1 if len(frames) > 1 else 0]:.0f} ms); "
-        f"longest main-thread task {result['longest']:.0f} ms"
+        f"play at {speed}×: {result['duration']:.1f} s of run, shown to its last event in "
+        f"{result['wall']:.2f} s wall (ideal {result['duration'] / speed:.2f} s) = {pace:.0f}× "
+        f"kept"
     )
+    print(
+        f"lag of each event behind the {speed}× clock (wall ms): p50 {pct(lags, 0.5):.0f}, "
+        f"p90 {pct(lags, 0.9):.0f}, p99 {pct(lags, 0.99):.0f}, max {max(lags):.0f} "
+        f"(= {max(lags) * speed / 1000:.1f} s of run)"
+    )
+    print(
+        f"frames shown: {len(frames)} ({len(frames) / max(1e-9, sum(frames) / 1000):.0f}/s; "
+        f"p50 {pct(frames, 0.5):.0f} ms, p95 {pct(frames, 0.95):.0f} ms, max "
+        f"{max(frames):.0f} ms); dropped at 60 Hz: {dropped}; longest main-thread task "
+        f"{result['longest']:.0f} ms, {result['blocked']:.0f} ms blocked beyond 50 ms"
+    )
+    if result.get("cost"):
+        cost = result["cost"]
+        print(
+            f"3D floor's own frame work: {cost['frames']} frames, "
+            f"{cost['ms'] / max(1, cost['frames']):.1f} ms mean, {cost['max']:.0f} ms max"
+        )
     if result["heap"]:
         print(f"JS heap at the end: {result['heap'] / 2**20:.0f} MiB")
 

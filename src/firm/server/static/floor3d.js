@@ -23,7 +23,12 @@ const FLIGHT_MS = 1500;
 const FADE_MS = 450;
 const VIEW = new THREE.Vector3(0, 1.35, 1).normalize(); // from the target towards the camera
 const MARGIN = 0.9;
-const ASPECT = 1.9; // the shape a team's block aims for: a landscape screen, seen at a slant // fitted points stay inside this share of the view (labels need room)
+const ASPECT = 1.9;
+// A floor with more desks than this, seen whole ("far"), shows its desks' status lights only:
+// a thousand name tags seen from afar are a blur of overlapping initials, and keeping them
+// current was most of a big replay's frame (style, layout and raster of every changed tag).
+// Zoomed in to a team, the tags come back, brought up to date.
+const LOD_DESKS = 300; // the shape a team's block aims for: a landscape screen, seen at a slant // fitted points stay inside this share of the view (labels need room)
 
 /** Whether WebGL here is drawn by the CPU (SwiftShader, llvmpipe): then frames are kept cheap. */
 function softwareGl() {
@@ -138,6 +143,7 @@ export class Floor3D {
     this.canvasBox = el("div", { class: "floor3d-canvas" });
     root.replaceChildren(this.canvasBox);
     this.software = softwareGl();
+    this.lightsOnly = false; // a big floor seen whole: no desk tags (see LOD_DESKS)
     this.renderer = new THREE.WebGLRenderer({ antialias: !this.software, preserveDrawingBuffer: true });
     // Reading a shader's log waits for the GPU process; ours are three.js's own, known good.
     this.renderer.debug.checkShaderErrors = false;
@@ -439,12 +445,29 @@ export class Floor3D {
     this.build();
     if (!this.desks.size) return;
     const desks = this.company.desks();
-    const spent = usageByDesk(this.company);
+    const spent = this.lightsOnly ? null : usageByDesk(this.company);
     let changed = false;
     for (const [id, d] of desks) {
       const desk = this.desks.get(id);
       if (!desk) continue;
       const state = deskState(d);
+      if (desk.lit !== state) {
+        desk.lit = state;
+        changed = true;
+        this.instanced.light.setColorAt(desk.light, this.lightColour(state));
+        this.instanced.light.instanceColor.needsUpdate = true;
+      }
+      // Tags that are not shown are brought up to date when they are (their key is stale);
+      // a desk waiting for a person keeps its badge in any case.
+      if (this.lightsOnly) {
+        const asks = `${d.asks}|${d.questions}|${d.askTask?.id}|${d.person}`;
+        if (desk.asks !== asks) {
+          desk.asks = asks;
+          desk.key = "";
+          showAsks(desk.ask, desk.button, d, this.company.agent(id).name);
+        }
+        continue;
+      }
       const busy = state === "working" || state === "waiting" || state === "person";
       const run = d.task ? spent.get(id)?.get(d.task.root_id) : null;
       const usage = run ? usageText(run.usage, run.cost, { short: true }) : "";
@@ -452,8 +475,6 @@ export class Floor3D {
       if (desk.key === key) continue;
       desk.key = key;
       changed = true;
-      this.instanced.light.setColorAt(desk.light, this.lightColour(state));
-      this.instanced.light.instanceColor.needsUpdate = true;
       const words =
         state === "working"
           ? "Working"
@@ -652,7 +673,14 @@ export class Floor3D {
       this.labelsDirty = false;
       this.labels.render(this.scene, this.camera);
       const ppu = this.pixelsPerUnit();
-      this.root.dataset.zoom = ppu < 9 ? "far" : ppu < 16 ? "mid" : "near";
+      const zoom = ppu < 9 ? "far" : ppu < 16 ? "mid" : "near";
+      this.root.dataset.zoom = zoom;
+      const lightsOnly = zoom === "far" && this.desks.size > LOD_DESKS;
+      if (lightsOnly !== this.lightsOnly) {
+        this.lightsOnly = lightsOnly;
+        this.root.dataset.lod = lightsOnly ? "lights" : "tags";
+        if (!lightsOnly) this.render(); // the tags come back as they are now
+      }
     }
     if (!moving) return;
     // A CPU-drawn canvas gets about 20 frames a second while things fly, not 60.
