@@ -237,6 +237,7 @@ def main() -> None:
                             "cc",
                             "gpu",
                             "viz",
+                            "disabled-by-default-v8.cpu_profiler",
                         ],
                     )
                 result = page.evaluate(

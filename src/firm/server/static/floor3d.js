@@ -302,6 +302,7 @@ export class Floor3D {
       });
     }
     this.instances(geo);
+    this.warmFlights(geo);
     this.labelsDirty = true;
     this.fitNow();
   }
@@ -322,6 +323,42 @@ export class Floor3D {
       };
     }
     return this.geo;
+  }
+
+  /** Compile the arcs', packets' and rings' shaders now, off the page's thread where the
+   * browser can, so the first delegation of a run does not wait for them: the first arc of a
+   * replay blocked a frame for a second on a CPU-drawn canvas while its program linked. */
+  warmFlights(geo) {
+    if (this.warmed) return;
+    this.warmed = true;
+    const colour = this.arcColours.delegation;
+    const line = new THREE.Line(
+      new THREE.BufferGeometry().setFromPoints([new THREE.Vector3(), new THREE.Vector3(0, 1, 0)]),
+      this.borrow("line", () => new THREE.LineBasicMaterial({ transparent: true }), colour, 0.9),
+    );
+    const packet = new THREE.Mesh(
+      geo.packet,
+      this.borrow("packet", () => new THREE.MeshBasicMaterial({ transparent: true }), colour, 1),
+    );
+    const ring = new THREE.Mesh(
+      geo.ring,
+      this.borrow(
+        "ring",
+        () => new THREE.MeshBasicMaterial({ transparent: true, side: THREE.DoubleSide, depthWrite: false }),
+        colour,
+        0.85,
+      ),
+    );
+    const warm = new THREE.Group().add(line, packet, ring);
+    const done = () => {
+      line.geometry.dispose();
+      this.pool.line.push(line.material);
+      this.pool.packet.push(packet.material);
+      this.pool.ring.push(ring.material);
+    };
+    Promise.resolve()
+      .then(() => this.renderer.compileAsync(warm, this.camera, this.scene))
+      .then(done, done);
   }
 
   /** A status light's colour: bright while busy or failed, dimmed when nothing happens. */
