@@ -1,16 +1,21 @@
 """Replay figures: one goal of ~1,000 tasks, watched again in the office page at 60×.
 
-Runs the goal on SQLite with the zero-latency simulation (a generated company of --agents
-agents, a CEO with nine reports and every other manager with ten), serves the office on
-loopback, and in headless Chromium (Debian's /usr/bin/chromium) picks the run from the
-"Watching" list and plays it from the start at 60×. Printed: the runs API and the run's
-events paged through the API; the time to load the replay in the page; the replay's pace
-(run time covered per wall second, against the 60 asked for); frames per second and the
-longest main-thread task while it plays; the JS heap at the end.
+Runs the goal on SQLite with the simulation brain (a generated company of --agents agents, a
+CEO with nine reports and every other manager with ten; --sim-latency seconds a turn, so a
+longer run gives a longer replay to watch), serves the office on loopback, and in headless
+Chromium (Debian's /usr/bin/chromium) picks the run from the "Watching" list and plays it from
+the start at 60×. Printed: the runs API and the run's events paged through the API; the time
+to load the replay in the page; whether the page keeps the pace: the replay's clock runs at
+60× the wall clock from play, each event is due at its place on that clock and is shown when
+the frame that applied it has been produced, so each event's lag behind the clock (p50, p90,
+p99, max), the wall time until the last event was shown (the pace kept), the frames shown and
+those dropped at 60 Hz; the longest main-thread task and the time tasks blocked the thread
+beyond 50 ms; what the 3D floor's own frames cost the thread; the JS heap at the end.
 
-    python benchmarks/office_replay.py                 # ~1,000 agents, one task each
-    python benchmarks/office_replay.py --agents 200
-    python benchmarks/office_replay.py --floor 2d     # the plan instead of the 3D floor
+    python benchmarks/office_replay.py                       # ~1,000 agents, one task each
+    python benchmarks/office_replay.py --sim-latency 2 --keep /tmp/replay-run   # a 155 s run
+    python benchmarks/office_replay.py --keep /tmp/replay-run --floor 2d        # same run, plan
+    python benchmarks/office_replay.py --trace /tmp/replay.json   # and a Chromium trace
 
 Figures are for reading, not asserting.
 """
