@@ -87,6 +87,14 @@ def test_a_sqlite_store_from_before_migrations_is_adopted_with_its_data(tmp_path
         # Nor the columns later revisions add (0003: a subtask's plan).
         conn.execute(text("DROP INDEX ix_tasks_held_by_plan"))
         conn.execute(text("ALTER TABLE tasks DROP COLUMN held_by_plan"))
+        # And the single-column indexes 0004 reshaped.
+        for index in ("ix_tasks_parent_status", "ix_tasks_root_status", "ix_tasks_claim"):
+            conn.execute(text(f"DROP INDEX {index}"))
+        conn.execute(text("DROP INDEX ix_events_task_kind"))
+        conn.execute(text("CREATE INDEX ix_tasks_root_id ON tasks (root_id)"))
+        conn.execute(text("CREATE INDEX ix_tasks_parent_id ON tasks (parent_id)"))
+        conn.execute(text("CREATE INDEX ix_tasks_claim ON tasks (status, priority, created_at)"))
+        conn.execute(text("CREATE INDEX ix_events_task_id ON events (task_id)"))
         conn.execute(insert(schema.meta).values(key="schema_version", value="1"))
         conn.execute(insert(schema.chain_head).values(id=1, seq=0, hash="0" * 64))
     engine.dispose()

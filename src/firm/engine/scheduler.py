@@ -290,10 +290,12 @@ class Engine:
     # --- internals -----------------------------------------------------------------------
 
     def stuck(self, root_id: str) -> bool:
+        """Nothing of the run runs here, and no task of it is todo or in progress anywhere.
+        Asked each time the engine goes idle (after every session, when one runs at a
+        time), so it is one indexed seek rather than a count over the whole run."""
         if self._running:
             return False
-        counts = self.store.counts(root_id)
-        return not counts.get("todo") and not counts.get("in_progress")
+        return not self.store.has_open_work(root_id)
 
     def _on_events(self, events: list[Event]) -> None:
         if any(e.kind in TO_TODO for e in events):

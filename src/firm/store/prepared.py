@@ -7,8 +7,9 @@ are built once, so each is compiled once here (to the SQL string, the order of i
 parameters, their defaults and type conversions) and then run directly. What stays the
 same: the connection and its transaction (the cursor belongs to the connection SQLAlchemy
 checked out, inside its BEGIN), errors (wrapped as SQLAlchemy's, so the retry layer sees
-a locked database or a constraint as before), and `before_cursor_execute` listeners, which
-still see every statement (the benchmarks count statements with one).
+a locked database or a constraint as before), and `before_cursor_execute` and
+`after_cursor_execute` listeners, which still see every statement (the benchmarks count
+statements with one; tests pause a transaction at a chosen statement with the other).
 
 PostgreSQL keeps SQLAlchemy's path: there a broken connection must be invalidated by the
 pool, which only its own execute does. Statements whose SQL depends on the parameters
@@ -149,6 +150,8 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
         if conn.dispatch.before_cursor_execute:
             conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, False)
         cursor.execute(compiled.sql, args)
+        if conn.dispatch.after_cursor_execute:
+            conn.dispatch.after_cursor_execute(conn, cursor, compiled.sql, args, None, False)
         rows: list[Row] = []
         if cursor.description is not None:
             cls = _row_class(tuple(d[0] for d in cursor.description))
@@ -177,6 +180,8 @@ def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> N
         if conn.dispatch.before_cursor_execute:
             conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, True)
         cursor.executemany(compiled.sql, args)
+        if conn.dispatch.after_cursor_execute:
+            conn.dispatch.after_cursor_execute(conn, cursor, compiled.sql, args, None, True)
     except sqlite3.Error as exc:
         raise _wrapped(exc, compiled.sql, args, conn) from exc
     finally:

@@ -110,6 +110,13 @@ class Reads(TaskTree):
             return run_reads.run_events(conn, run_id, after, limit)
 
     @retrying
+    def has_open_work(self, root_id: str) -> bool:
+        """Whether a task of the run is todo (and not held by a plan) or in progress: work a
+        worker can take or is doing. One indexed seek, whatever the run's size."""
+        with self._read() as conn:
+            return bool(run(conn, Q.OPEN_WORK, {"root_id": root_id}).scalar())
+
+    @retrying
     def counts(self, root_id: str | None = None) -> dict[str, int]:
         """Tasks by status; `todo` subtasks waiting for their plan's approval are counted
         apart, as `held` (no worker can take them, so they are not work to wait for)."""

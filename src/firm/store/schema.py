@@ -9,6 +9,9 @@ Versions:
   1. runs, tasks (with grant, lease and usage columns), events (hash-chained), chain_head, meta.
      Revision 0002 adds the approvals table (older firms refuse the newer revision).
      Revision 0003 adds tasks.held_by_plan (a subtask waiting for its plan's approval).
+     Revision 0004 reshapes indexes so every hot statement is a seek, whatever the store's
+     size: tasks (parent_id, status), (root_id, status) and the claim order in full; events
+     (task_id, kind); approvals (task_id, status).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sqlalchemy import (
 SCHEMA_VERSION = 1
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 
 metadata = MetaData()
 
@@ -49,8 +52,8 @@ tasks = Table(
     "tasks",
     metadata,
     Column("id", String(32), primary_key=True),
-    Column("root_id", String(32), nullable=False, index=True),
-    Column("parent_id", String(32), index=True),
+    Column("root_id", String(32), nullable=False),
+    Column("parent_id", String(32)),
     Column("title", Text, nullable=False),
     Column("description", Text, nullable=False),
     Column("status", String(16), nullable=False),
@@ -82,8 +85,15 @@ tasks = Table(
     # The plan (an approval) a delegated subtask waits for; set, it is not claimed. Cleared in
     # the transaction that approves the plan (store/plans.py).
     Column("held_by_plan", String(32), index=True),
-    Index("ix_tasks_claim", "status", "priority", "created_at"),
+    # With the status in the index, "has this task (or run) open work" is a seek, not a walk
+    # over every sibling: the wake rule runs at every settle, and a manager may have
+    # thousands of reports. Lookups by parent or run alone use the same indexes' prefix.
+    Index("ix_tasks_parent_status", "parent_id", "status"),
+    Index("ix_tasks_root_status", "root_id", "status"),
 )
+# The claim order exactly (priority high first, then oldest): the next tasks to claim are the
+# first entries, not the result of sorting every todo task on each claim.
+Index("ix_tasks_claim", tasks.c.status, tasks.c.priority.desc(), tasks.c.created_at, tasks.c.id)
 
 # The activity log and the audit trail are one append-only table. seq is assigned under the
 # chain head's lock, so sequence numbers have no gaps and follow commit order on every backend.
@@ -93,11 +103,14 @@ events = Table(
     Column("seq", Integer, primary_key=True, autoincrement=False),
     Column("ts", Float, nullable=False),
     Column("kind", String(32), nullable=False),
-    Column("task_id", String(32), index=True),
+    Column("task_id", String(32)),
     Column("agent", String(64)),
     Column("data", Text, nullable=False),  # canonical JSON, exactly as hashed
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
+    # A task's entries (by task alone: its prefix), and of them one kind, newest first: a
+    # brief's notes are a seek, not a walk over everything the task ever logged.
+    Index("ix_events_task_kind", "task_id", "kind"),
 )
 
 chain_head = Table(
@@ -123,7 +136,7 @@ approvals = Table(
     metadata,
     Column("id", String(32), primary_key=True),
     Column("root_id", String(32), nullable=False, index=True),
-    Column("task_id", String(32), nullable=False, index=True),
+    Column("task_id", String(32), nullable=False),
     Column("agent", String(64), nullable=False),
     Column("turn", Integer, nullable=False),  # the task's turn that asked
     Column("tool", String(200), nullable=False),
@@ -143,4 +156,6 @@ approvals = Table(
     Column("result", Text),
     Column("ok", Boolean),
     Index("ix_approvals_status", "status", "timeout_at"),
+    # A task's requests, and of them the pending ones (the wake rule asks at every settle).
+    Index("ix_approvals_task_status", "task_id", "status"),
 )
