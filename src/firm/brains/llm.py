@@ -183,7 +183,9 @@ class LLMBrain:
         for agent in org.agents:
             self.settings_for(org, agent.id)
 
-    def _client(self, endpoint: Endpoint) -> ModelClient:
+    def client_for(self, endpoint: Endpoint) -> ModelClient:
+        """The brain's client for `endpoint`, made once and shared by every session (and by
+        callers that speak their own protocol with the model, like a team's manager)."""
         with self._lock:
             client = self._clients.get(endpoint)
             if client is None:
@@ -201,7 +203,8 @@ class LLMBrain:
         except FirmError as exc:
             session.give_up(str(exc))
             return None
-        loop = SessionLoop(session, settings.loop, self._client(settings.endpoint), **loop_options)
+        client = self.client_for(settings.endpoint)
+        loop = SessionLoop(session, settings.loop, client, **loop_options)
         return loop.run()
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from firm.brains.llm_client import Endpoint, ModelCallError, ModelClient, Reply, RetryPolicy
+from firm.brains.llm_client import ModelCallError, ModelClient, Reply
 from firm.teams.decision import response_format
 from firm.teams.spec import DOWNGRADED, MANAGER_OUTPUTS
 
@@ -65,21 +65,29 @@ def mode_in_effect(session: Session, spec: TeamSpec, turn_ids: Iterable[str]) ->
 
 class FormatFallbackClient(ModelClient):
     """A model client for one manager turn that shapes each request for the current format
-    and, when the provider rejects that format, logs the downgrade and asks again."""
+    and, when the provider rejects that format, logs the downgrade and asks again.
+
+    It calls through `shared`, the LLM brain's client for the endpoint, and so through its
+    connection pool: a client of its own per turn would build a TLS context and open a new
+    connection for every manager turn."""
 
     def __init__(
         self,
-        endpoint: Endpoint,
-        retry: RetryPolicy,
+        shared: ModelClient,
         *,
         mode: str,
         system_for: Callable[[str], str],
         turn: int | None,
     ):
-        super().__init__(endpoint, retry)
+        self.endpoint = shared.endpoint
+        self.retry = shared.retry
+        self._client = shared._client
         self.mode = mode
         self.system_for = system_for
         self.turn = turn
+
+    def close(self) -> None:
+        """Nothing to close: the connection pool is the brain's, and outlives the turn."""
 
     def shape(self, request: dict[str, Any]) -> dict[str, Any]:
         shaped = dict(request)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from firm.brains.llm_client import RetryPolicy
 from firm.brains.llm_loop import LoopSettings, SessionLoop
 from firm.errors import FirmError
 from firm.events import EventKind
@@ -61,8 +60,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
     names = [t.model_name for t in tools]
     mode = mode_in_effect(session, spec, [t.task.id for t in state.turns])
     client = FormatFallbackClient(
-        settings.endpoint,
-        RetryPolicy(llm.max_retries, llm.backoff, llm.backoff_max),
+        llm.client_for(settings.endpoint),
         mode=mode,
         system_for=lambda m: manager_system(spec, names, m),
         turn=number,
