@@ -223,9 +223,13 @@ def test_the_delegations_of_one_reply_are_written_in_one_transaction(store: SqlS
     made = store.delegate_many(root.id, 0, items, worker_id="w")
     assert [r.created for r in made] == [True, True, True]
     # One transaction: one commit time for all three, and their entries (the one that rode
-    # with them first) take consecutive sequence numbers.
-    assert len({r.task.created_at for r in made}) == 1
+    # with them first) take consecutive sequence numbers. Each is created a microsecond after
+    # the one before it, so the board and the queue keep the order they were delegated in.
+    assert len({r.task.updated_at for r in made}) == 1
+    assert [r.task.created_at for r in made] == sorted({r.task.created_at for r in made})
+    assert [t.title for t in store.children(root.id)] == ["Part 0", "Part 1", "Part 2"]
     written = store.events_after(before, limit=1000)
+    assert len({e.ts for e in written}) == 1
     assert [(e.kind, e.task_id) for e in written] == [("thought", root.id)] + [
         ("delegated", r.task.id) for r in made
     ]

@@ -194,21 +194,24 @@ class SimulationBrain:
         goal = goal_of(task.title)
         reports = session.reports
         session.think(" ".join(self._plan(session)))  # a desk's stream ends when it lands
-        for report in reports:
-            area = work_area(report)
-            description = (
-                f"{me.name} ({me.title}) asks {report.name}, {report.title}, for the "
-                f"{area.lower()} part of: {goal}."
-            )
-            if report.instructions:
-                description += f"\n\nStanding instructions: {report.instructions}"
-            result = session.call(
-                "delegate_task",
-                {"assignee": report.id, "title": f"{area}: {goal}", "description": description},
-            )
-            if not result.ok:
-                session.call("fail_task", {"reason": f"could not delegate: {result.content}"})
-                return None
+        # One turn is one model reply, as with the llm brain: its delegate_task calls are
+        # written in one transaction, so the reports start together.
+        with session.batch_delegations():
+            for report in reports:
+                area = work_area(report)
+                description = (
+                    f"{me.name} ({me.title}) asks {report.name}, {report.title}, for the "
+                    f"{area.lower()} part of: {goal}."
+                )
+                if report.instructions:
+                    description += f"\n\nStanding instructions: {report.instructions}"
+                result = session.call(
+                    "delegate_task",
+                    {"assignee": report.id, "title": f"{area}: {goal}", "description": description},
+                )
+                if not result.ok:
+                    session.call("fail_task", {"reason": f"could not delegate: {result.content}"})
+                    return None
         session.sleep(self.linger)
         return None
 

@@ -69,7 +69,7 @@ class Delegation(TaskTree):
                             continue
                         _check_held(parent, worker_id)
                         task = self._insert_task(
-                            tx, subtask_id(key), parent.root_id, parent_id, new, key
+                            tx, subtask_id(key), parent.root_id, parent_id, new, key, len(results)
                         )
                         tx.emit(
                             EventKind.DELEGATED,
