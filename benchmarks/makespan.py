@@ -132,7 +132,9 @@ def breakdown(watch: Watch, root_id: str, makespan: float, latency: float) -> No
         f"(ms; 'model + acts' runs from the first model call to the hand-on: the next turn "
         f"ready, or the settle):"
     )
-    print(f"  {'turn':<10} {'ready':>6} {'→claim':>7} {'→model':>7} {'model+acts':>11} {'hand-on':>8}")
+    print(
+        f"  {'turn':<10} {'ready':>6} {'→claim':>7} {'→model':>7} {'model+acts':>11} {'hand-on':>8}"
+    )
     totals = {"claim": 0.0, "setup": 0.0, "acts": 0.0}
     for i, turn in enumerate(path):
         nxt = path[i + 1] if i + 1 < len(path) else None
