@@ -37,7 +37,7 @@ from firm.engine.interrupted import answer_interrupted, describe_interrupted
 from firm.engine.runs import prepare_run
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
-from firm.events import ENDINGS, TO_TODO
+from firm.events import ENDINGS, TO_TODO, EventKind
 from firm.org import OrgChart
 from firm.session import Session, SessionCancelled
 from firm.store.approvals import APPROVED, RUNNING
@@ -298,7 +298,10 @@ class Engine:
         return not self.store.has_open_work(root_id)
 
     def _on_events(self, events: list[Event]) -> None:
-        if any(e.kind in TO_TODO for e in events):
+        # A task made todo and claimed in the same commit (a hand-over) is no news to the
+        # scheduler: nudging it would only cost a claim that finds nothing.
+        todo = {e.task_id for e in events if e.kind in TO_TODO}
+        if todo - {e.task_id for e in events if e.kind == EventKind.STARTED}:
             self._nudge.set()
         if any(e.kind in ENDINGS and e.task_id in self._watched for e in events):
             self._progress.set()
@@ -403,12 +406,25 @@ class Engine:
                 self._running.pop(task.id, None)
 
     def _work(self, task: Task, cancel: threading.Event) -> None:
+        # A settle that wakes a task (a manager whose last report this was) claims it for
+        # this worker in the same transaction, and this thread runs it next in the slot the
+        # ended session held: no scheduler hop, no second transaction (store/handover.py).
+        next_up: tuple[Task, threading.Event] | None = (task, cancel)
+        while next_up is not None:
+            next_up = self._work_one(*next_up)
+
+    def _work_one(self, task: Task, cancel: threading.Event) -> tuple[Task, threading.Event] | None:
+        handed: list[Task] = []
         try:
             outcome, pending = self._session(task, cancel)
             if outcome is not None:
                 with self._running_lock:
                     self._settling.add(task.id)
-                settled = self.store.settle(task.id, self.worker_id, outcome, events=pending)
+                hand_over = None if self._stop.is_set() else self.lease_seconds
+                settled = self.store.settle(
+                    task.id, self.worker_id, outcome, events=pending, hand_over=hand_over
+                )
+                handed = settled.claimed
                 if settled.applied and settled.task is not None:
                     self.checkpoints.after_ended([settled.task])
         except StoreUnavailable as exc:
@@ -418,13 +434,24 @@ class Engine:
         except Exception:
             log.exception("session of %s failed to settle; recovery will re-run it", task.id)
         finally:
+            nxt = handed[0] if handed else None
+            ev = threading.Event()
             with self._running_lock:
                 self._running.pop(task.id, None)
                 self._settling.discard(task.id)
+                if nxt is not None:
+                    self._running[nxt.id] = ev
                 idle = not self._running
-            self._nudge.set()
+            if nxt is None:
+                self._nudge.set()  # a slot is free
             if idle:
                 self._progress.set()
+        for extra in handed[1:]:  # a settle wakes one task; should it ever be more
+            self._launch(extra)
+        if nxt is not None and self._stop.is_set():
+            # Stopping: left in _running unstarted, for stop() to hand back with the rest.
+            return None
+        return None if nxt is None else (nxt, ev)
 
     def _hand_back(self, task_id: str, reason: str) -> None:
         try:

@@ -73,6 +73,7 @@ class SettleResult:
     )
     task: Task | None
     woke: list[str] = field(default_factory=list)  # tasks that became todo as a consequence
+    claimed: list[Task] = field(default_factory=list)  # of those, claimed for the settler
 
 
 EventListener = Callable[[list[Event]], None]
@@ -113,7 +114,12 @@ class Store(Protocol):
         self, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None
     ) -> list[Task]: ...
     def settle(
-        self, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents = ()
+        self,
+        task_id: str,
+        worker_id: str,
+        outcome: Outcome,
+        events: PendingEvents = (),
+        hand_over: float | None = None,
     ) -> SettleResult: ...
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[Task]: ...
     def revoke(self, task_id: str, reason: str, by: str = "user") -> list[Task]: ...

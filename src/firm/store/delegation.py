@@ -15,6 +15,7 @@ from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
+from firm.store.handover import claim_woken
 from firm.store.plans import open_plan
 from firm.store.prepared import run
 from firm.store.retry import retrying
@@ -95,8 +96,16 @@ class Delegation(TaskTree):
 
     @retrying
     def settle(
-        self, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents = ()
+        self,
+        task_id: str,
+        worker_id: str,
+        outcome: Outcome,
+        events: PendingEvents = (),
+        hand_over: float | None = None,
     ) -> SettleResult:
+        """Write a session's outcome and wake its parent (or itself) if that is due; with
+        `hand_over` (lease seconds), the woken task is claimed for this worker in the same
+        transaction (store/handover.py) and returned in `claimed`."""
         with self._write() as tx:
             task = self._lock_family(tx, task_id)
             parent_id = task.parent_id
@@ -149,7 +158,8 @@ class Delegation(TaskTree):
                     woke = [task_id]
             else:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
-        return SettleResult(True, after, woke)
+            claimed = claim_woken(tx, woke, worker_id, hand_over) if hand_over else []
+        return SettleResult(True, after, woke, claimed)
 
     @retrying
     def add_usage(

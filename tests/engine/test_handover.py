@@ -1,0 +1,81 @@
+"""Hand-over: the settle that wakes a manager claims it for the worker that settled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from firm.engine import Engine
+from firm.org import parse_org
+from firm.store import NewTask, RunSpec, SqlStore
+from firm.tasks import Outcome, Priority, Status
+
+from .test_settle_and_wake import manager_with_reports
+
+RUN = RunSpec(
+    org_yaml="", org_source="<test>", brain="simulation", brain_options={}, workspace="/tmp/unused"
+)
+
+
+def test_the_last_reports_settle_claims_its_woken_manager_in_the_same_commit(
+    store: SqlStore,
+) -> None:
+    root, kids = manager_with_reports(store, 2)
+    store.settle(root.id, "boss", Outcome.yielded())
+    first = store.settle(kids[0].id, "staff", Outcome.done("a"), hand_over=30)
+    assert first.woke == [] and first.claimed == []  # the other report is still open
+    last = store.settle(kids[1].id, "staff", Outcome.done("b"), hand_over=30)
+    assert last.woke == [root.id]
+    assert [t.id for t in last.claimed] == [root.id]
+    held = store.get_task(root.id)
+    assert held.status == Status.IN_PROGRESS and held.worker_id == "staff" and held.turn == 1
+    entries = [e for e in store.events_after(0, limit=1000) if e.ts == last.claimed[0].updated_at]
+    assert [(e.kind, e.task_id) for e in entries] == [
+        ("completed", kids[1].id),
+        ("woken", root.id),
+        ("started", root.id),
+    ]
+    assert entries[-1].data["worker"] == "staff"
+    assert store.claim("other", 5, 30) == []  # nothing was left in the queue for anyone
+
+
+def test_a_manager_whose_reports_all_ended_first_is_handed_back_to_itself(
+    store: SqlStore,
+) -> None:
+    root, kids = manager_with_reports(store, 1)
+    store.settle(kids[0].id, "staff", Outcome.done("a"), hand_over=30)
+    res = store.settle(root.id, "boss", Outcome.yielded(), hand_over=30)
+    assert res.woke == [root.id] and [t.id for t in res.claimed] == [root.id]
+    assert store.get_task(root.id).worker_id == "boss"
+
+
+def test_the_hand_over_never_jumps_higher_priority_work(store: SqlStore) -> None:
+    root, kids = manager_with_reports(store, 1)
+    store.settle(root.id, "boss", Outcome.yielded())
+    urgent = store.create_run(RUN, NewTask("Urgent", "", "ceo", "user", priority=Priority.URGENT))
+    res = store.settle(kids[0].id, "staff", Outcome.done("a"), hand_over=30)
+    assert res.woke == [root.id] and res.claimed == []
+    assert store.get_task(root.id).status == Status.TODO
+    assert [t.id for t in store.claim("next", 1, 30)] == [urgent.id]
+
+
+def test_an_engine_runs_woken_managers_without_waiting_for_its_scheduler(
+    store: SqlStore, tmp_path: Path
+) -> None:
+    org = parse_org(
+        "company: H\nagents:\n  - {id: ceo, name: C, title: CEO}\n"
+        "  - {id: m, name: M, title: Engineering Manager, reports_to: ceo}\n"
+        "  - {id: e1, name: E1, title: Backend Engineer, reports_to: m}\n"
+        "  - {id: e2, name: E2, title: Backend Engineer, reports_to: m}\n",
+        "<test>",
+    )
+    # A heartbeat far longer than the run: only nudges and hand-overs can move it.
+    with Engine(store, max_concurrent=2, heartbeat=30) as engine:
+        root = engine.submit(org, "Ship it", workspace=tmp_path / "ws")
+        done = engine.run_until(root.id, timeout=30)
+    assert done.status == Status.DONE
+    log = store.events_after(0, limit=1000)
+    # Each manager's merge turn started in the commit that woke it.
+    for woken in [e for e in log if e.kind == "woken"]:
+        same_commit = [e for e in log if e.ts == woken.ts]
+        assert ("started", woken.task_id) in [(e.kind, e.task_id) for e in same_commit]
+    assert engine.running == []
