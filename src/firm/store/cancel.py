@@ -6,13 +6,16 @@ from sqlalchemy import case, false, select, true, update
 
 from firm.events import EventKind
 from firm.store import schema
+from firm.store.approvals import APPROVED, PENDING
 from firm.store.plans import Plans
 from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
+from firm.store.transaction import Tx
 from firm.tasks import Status, Task
 
 T = schema.tasks
+A = schema.approvals
 
 
 class Cancellation(Plans):
@@ -33,9 +36,11 @@ class Cancellation(Plans):
                 .returning(*T.c)
             ).all()
             cancelled = [task_from_row(r) for r in rows]
-            for t in cancelled:
-                tx.emit(EventKind.CANCELLED, t, reason=reason, by=by)
-            self._withdraw(tx, [t.id for t in cancelled], by)
+            # One entry per task, all sharing one data object: its JSON is made, checked and
+            # digested once for the whole subtree (Tx.flush).
+            said = {"reason": reason, "by": by}
+            tx.pending.extend((EventKind.CANCELLED, t.id, t.assignee, said) for t in cancelled)
+            self._withdraw(tx, self._asking(tx, cancelled), by)
             if cancelled:
                 self._wake_if_done(tx, parent_id)
         return cancelled
@@ -65,12 +70,25 @@ class Cancellation(Plans):
                 .returning(*T.c)
             ).all()
             revoked = [task_from_row(r) for r in rows]
-            for t in revoked:
-                tx.emit(EventKind.REVOKED, t, reason=reason, by=by, origin=task_id)
-            for t in revoked:  # RETURNING shows new rows: those cancelled now finished now
-                if t.status == Status.CANCELLED and t.finished_at == tx.now:
-                    tx.emit(EventKind.CANCELLED, t, reason=f"revoked: {reason}", by=by)
-            self._withdraw(tx, [t.id for t in revoked], by)
+            said = {"reason": reason, "by": by, "origin": task_id}  # shared, as in cancel
+            tx.pending.extend((EventKind.REVOKED, t.id, t.assignee, said) for t in revoked)
+            ended = {"reason": f"revoked: {reason}", "by": by}
+            tx.pending.extend(  # RETURNING shows new rows: those cancelled now finished now
+                (EventKind.CANCELLED, t.id, t.assignee, ended)
+                for t in revoked
+                if t.status == Status.CANCELLED and t.finished_at == tx.now
+            )
+            self._withdraw(tx, self._asking(tx, revoked), by)
             if revoked:
                 self._wake_if_done(tx, parent_id)
         return revoked
+
+    def _asking(self, tx: Tx, tasks: list[Task]) -> list[str]:
+        """Of these tasks, those with a call or question still open (to be withdrawn). The
+        open ones are few in the whole store (an index on status finds them), so they are
+        listed and matched here instead of sending every task id of a big subtree."""
+        if not tasks:
+            return []
+        open_now = select(A.c.task_id).where(A.c.status.in_([PENDING, APPROVED]))
+        asking = set(tx.conn.execute(open_now).scalars())
+        return [t.id for t in tasks if t.id in asking]

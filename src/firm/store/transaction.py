@@ -44,7 +44,8 @@ class Tx:
         Entries saying the same thing (a cancel's 10,000 entries share one reason) are read
         back and checked once."""
         seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
-        self.checked = [_checked(*item, seen) for item in self.pending]
+        texts: dict[int, str] = {}  # by the data's identity: entries sharing one dict
+        self.checked = [_checked(*item, seen, texts) for item in self.pending]
         self.pending.clear()
 
     def flush(self) -> None:
@@ -98,18 +99,23 @@ def _checked(
     agent: str | None,
     data: dict[str, Any],
     seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]],
+    texts: dict[int, str] | None = None,
 ) -> tuple[str, str | None, str | None, dict[str, Any], str, str]:
     """The entry as it will be stored — its data canonical, so what is checked and hashed is
     exactly what is stored — if the event catalogue allows it; else InvalidEvent, and the
     transaction writes nothing. Then the data's canonical text, what is stored (the canonical
     text of JSON read back from canonical text is that text), and its digest, what is hashed.
     `seen` holds the entries of this transaction already checked, by kind and text."""
-    try:
-        text = canonical_json(data)
-    except (TypeError, ValueError) as exc:
-        raise InvalidEvent(
-            f"{kind} event of task {task_id}: its data is not JSON ({exc})"
-        ) from None
+    text = texts.get(id(data)) if texts is not None else None
+    if text is None:
+        try:
+            text = canonical_json(data)
+        except (TypeError, ValueError) as exc:
+            raise InvalidEvent(
+                f"{kind} event of task {task_id}: its data is not JSON ({exc})"
+            ) from None
+        if texts is not None:
+            texts[id(data)] = text
     known = seen.get((kind, text))
     if known is None:
         try:
