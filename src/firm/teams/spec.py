@@ -41,6 +41,8 @@ Process = Literal["sequential", "hierarchical"]
 ManagerOutput = Literal["json_schema", "json_object", "text"]
 MANAGER_OUTPUTS = ("json_schema", "json_object", "text")  # strictest first (formats.py)
 DOWNGRADED = EventKind.MANAGER_OUTPUT_DOWNGRADED  # a response format the API refused
+# libyaml's emitter when PyYAML has it: the chart is written a few times per start().
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Frozen(BaseModel):
@@ -166,7 +168,7 @@ class TeamSpec(_Frozen):
         if self.llm is not None:
             chart["llm"] = self.llm.model_dump(exclude_none=True)
         chart["agents"] = agents
-        return yaml.safe_dump(chart, sort_keys=False, allow_unicode=True)
+        return yaml.dump(chart, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
 
 
 def _chart_agent(m: MemberSpec, reports_to: str, can_grant: list[str] | None = None) -> dict:
