@@ -14,6 +14,7 @@ than it does wall time.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import statistics
@@ -23,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import firm
 from firm.testing import ModelServer, ScriptedModel
 from firm.testing.script import ModelRequest, Reply
 
@@ -105,6 +107,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    # Byte-compiled as an installed package is: with PYTHONDONTWRITEBYTECODE set (as on some
+    # machines) an editable checkout would otherwise compile firm's sources in every process.
+    compileall.compile_dir(str(Path(firm.__file__).parent), quiet=1)
     firm_cmd = [sys.executable, "-m", "firm"]
     rows: dict[str, list[tuple[float, ...]]] = {"cli": [], "api-proc": [], "api": []}
     for i in range(args.repeat):
