@@ -24,6 +24,12 @@ def is_rerun(task: Task) -> bool:
     return task.attempts > task.turn + 1
 
 
+def is_first_session(task: Task) -> bool:
+    """The task's first session ever (its first claim). Subtasks, calls waiting for a person
+    and questions are made only by a task's own sessions, so it has none of them yet."""
+    return task.attempts == 1 and task.turn == 0
+
+
 def answer_interrupted(store: Store, task: Task) -> list[Event]:
     """Close every unanswered start of `task` with an interrupted `tool_call`; returns the
     starts that were unanswered (empty for a task whose sessions all ended cleanly)."""

@@ -33,7 +33,7 @@ from firm.brains import Brain
 from firm.clock import SYSTEM_CLOCK, Clock
 from firm.engine.brief import build_brief
 from firm.engine.company import Company
-from firm.engine.interrupted import answer_interrupted, describe_interrupted
+from firm.engine.interrupted import answer_interrupted, describe_interrupted, is_first_session
 from firm.engine.runs import prepare_run
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
@@ -471,7 +471,10 @@ class Engine:
         session: Session | None = None
         outcome: Outcome | None
         try:
-            subtasks = self.store.children(task.id)
+            # A first session has nothing of its own to read yet (is_first_session): most
+            # tasks are leaves, run once, so this skips three reads for most sessions.
+            first = is_first_session(task)
+            subtasks = [] if first else self.store.children(task.id)
             session = Session(
                 store=self.store,
                 company=company,
@@ -485,20 +488,21 @@ class Engine:
             )
             # Approved calls run first, once, with the arguments a person approved; the
             # brief then tells the agent how each call it asked for came out. Most tasks
-            # never asked for one: a read settles that, and only a task with calls to claim
+            # never asked for one: a read settles that (none at all for a first session,
+            # which cannot have asked yet), and only a task with calls to claim
             # (or claims an earlier session left unfinished) takes a write transaction.
-            asked = self.store.approvals(task_id=task.id)
+            asked, questions = ([], []) if first else self.store.requests(task.id)
             if any(a.status in CLAIMABLE for a in asked):
                 session.run_approved()
-                asked = self.store.approvals(task_id=task.id)
+                asked, questions = self.store.requests(task.id)
             cut_off = answer_interrupted(self.store, task)
             brief = build_brief(
                 task,
                 company.org,
                 subtasks,
                 asked,
-                questions=self.store.questions(task_id=task.id),
-                notes=self.store.notes(task.id),
+                questions=questions,
+                notes=self.store.notes(task.id),  # a person may leave one at any time
             )
             session.brief = "\n\n".join([brief, *describe_interrupted(cut_off)])
             text = company.brain_for(task.assignee).run(session)

@@ -9,19 +9,29 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from firm.errors import TaskNotFound
 from firm.events import EventKind
 from firm.people import person_name, person_text
 from firm.store import queries as Q
 from firm.store import schema
+from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
 
 E = schema.events
 NOTES_SHOWN = 50  # the latest notes of a task a brief (or a listing) shows
+
+# A task's latest notes, newest first: a seek on events (task_id, kind), read before every
+# session but the first of most tasks that have none.
+TASK_NOTES = (
+    select(E.c.seq, E.c.ts, E.c.data)
+    .where(E.c.task_id == bindparam("task_id"), E.c.kind == str(EventKind.NOTE))
+    .order_by(E.c.seq.desc())
+    .limit(bindparam("p_limit"))
+)
 
 
 @dataclass(frozen=True)
@@ -60,14 +70,8 @@ class Notes(TaskTree):
     @retrying
     def notes(self, task_id: str, limit: int = NOTES_SHOWN) -> list[Note]:
         """The task's latest notes, oldest first."""
-        q = (
-            select(E.c.seq, E.c.ts, E.c.data)
-            .where(E.c.task_id == task_id, E.c.kind == str(EventKind.NOTE))
-            .order_by(E.c.seq.desc())
-            .limit(limit)
-        )
         with self._read() as conn:
-            rows = conn.execute(q).all()
+            rows = run(conn, TASK_NOTES, {"task_id": task_id, "p_limit": limit}).all()
         out = []
         for seq, ts, data in reversed(rows):
             d = _loads(data)

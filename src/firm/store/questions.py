@@ -17,15 +17,23 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from firm.errors import AlreadyDecided, FirmError, TaskNotFound, TaskNotHeld
 from firm.events import EventKind
 from firm.people import person_name, person_text
 from firm.store import schema
-from firm.store.approvals import ASK_HUMAN, PENDING, WITHDRAWN, Approvals
+from firm.store.approvals import (
+    ASK_HUMAN,
+    PENDING,
+    WITHDRAWN,
+    Approval,
+    Approvals,
+    approval_from_row,
+)
 from firm.store.base import PendingEvents
+from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.transaction import Tx
 from firm.tasks import Status
@@ -34,6 +42,14 @@ A = schema.approvals
 
 ANSWERED = "answered"
 QUESTION_STATUSES = (PENDING, ANSWERED, WITHDRAWN)
+
+# Every request of one task, calls and questions alike (one table), in the order asked.
+TASK_REQUESTS = (
+    select(A)
+    .where(A.c.task_id == bindparam("task_id"))
+    .order_by(A.c.requested_at, A.c.id)
+    .limit(bindparam("p_limit"))
+)
 
 
 class QuestionNotFound(FirmError):
@@ -238,6 +254,17 @@ class Questions(Approvals):
         q = q.order_by(A.c.requested_at, A.c.id).limit(limit)
         with self._read() as conn:
             return [question_from_row(r) for r in conn.execute(q)]
+
+    @retrying
+    def requests(self, task_id: str, limit: int = 1000) -> tuple[list[Approval], list[Question]]:
+        """The task's calls that waited for a person (as approvals(task_id=…) lists them)
+        and its questions (as questions(task_id=…) does), in one read: what a session's
+        brief needs of both."""
+        with self._read() as conn:
+            rows = run(conn, TASK_REQUESTS, {"task_id": task_id, "p_limit": 2 * limit}).all()
+        calls = [approval_from_row(r) for r in rows if r.tool != ASK_HUMAN]
+        asked = [question_from_row(r) for r in rows if r.tool == ASK_HUMAN]
+        return calls[:limit], asked[:limit]
 
     @retrying
     def get_question(self, question_id: str) -> Question:
