@@ -51,6 +51,9 @@ log = logging.getLogger("firm.engine")
 
 Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
+# How often run_until looks at the store when woken only because the engine went idle.
+RECHECK = 0.05
+
 # Approval states a session start acts on: approved (claim and run), running (a claim an
 # earlier session left without a result: marked interrupted).
 CLAIMABLE = (APPROVED, RUNNING)
@@ -96,6 +99,7 @@ class Engine:
         self._nudge = threading.Event()
         self._progress = threading.Event()  # a watched root ended, or the engine went idle
         self._watched: set[str] = set()
+        self._ended: set[str] = set()  # watched roots whose ending this process committed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._recheck = threading.Event()  # a cancel too big to list: check running tasks
@@ -243,16 +247,28 @@ class Engine:
         deadline = None if timeout is None else time.monotonic() + timeout
         quiet_since: float | None = None
         self._watched.add(root_id)
+        looked = -RECHECK
         while True:
+            # The engine goes idle after every session when one runs at a time: such wake-ups
+            # are answered at most every RECHECK seconds (two reads each, on the thread the
+            # sessions need); the root's own ending is answered at once.
+            wait = looked + RECHECK - time.monotonic()
+            if wait > 0 and root_id not in self._ended:
+                self._progress.wait(wait)
+                self._progress.clear()
+                continue
+            looked = time.monotonic()
             task = self.store.get_task(root_id)
             if task.terminal:
                 self._watched.discard(root_id)
+                self._ended.discard(root_id)
                 return task
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"task {root_id} is still {task.status} after {timeout}s")
             if self.stuck(root_id):
                 quiet_since = quiet_since or time.monotonic()
                 if time.monotonic() - quiet_since > 2 * self.heartbeat:
+                    self._watched.discard(root_id)
                     return task
             else:
                 quiet_since = None
@@ -303,7 +319,9 @@ class Engine:
         todo = {e.task_id for e in events if e.kind in TO_TODO}
         if todo - {e.task_id for e in events if e.kind == EventKind.STARTED}:
             self._nudge.set()
-        if any(e.kind in ENDINGS and e.task_id in self._watched for e in events):
+        ended = [e.task_id for e in events if e.kind in ENDINGS and e.task_id in self._watched]
+        if ended:
+            self._ended.update(t for t in ended if t is not None)
             self._progress.set()
 
     def _free_slots(self) -> int:
