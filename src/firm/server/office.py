@@ -27,6 +27,7 @@ from firm.tasks import OPEN, Task
 from firm.tools.workspace import Workspace
 
 SNAPSHOT_RECENT = 400  # newest tasks a live view starts with, besides every open one
+SNAPSHOT_ROOT_COUNTS = 200  # goals whose whole counts the snapshot carries
 SNAPSHOT_APPROVALS = 1000  # waiting calls a live view starts with (the oldest first)
 
 
@@ -191,6 +192,7 @@ class Office:
         (perhaps a few more); the events after `seq` follow, so applying them converges."""
         seq = self.store.last_seq()
         tasks = self.snapshot_tasks()
+        roots = sorted({t.root_id for t in tasks})[:SNAPSHOT_ROOT_COUNTS]
         return {
             "type": "snapshot",
             "seq": seq,
@@ -198,6 +200,9 @@ class Office:
             "tasks": [t.to_dict() for t in tasks],
             "agents": self.hub.notes(),
             "counts": self.store.counts(),
+            # Each goal's tasks by status, all of them: the snapshot carries only the open and
+            # newest tasks, so a big run's progress cannot be counted from the tasks it sends.
+            "root_counts": {r: self.store.counts(r) for r in roots},
             "approvals": self.pending_approvals(),
             "questions": [
                 q.to_dict()

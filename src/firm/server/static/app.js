@@ -307,6 +307,8 @@ window.__office = {
   summary,
   get mode() { return replay ? "replay" : "live"; },
   get replay() { return replay; },
+  /** The live company: every task the page holds, its counts and desks. */
+  get company() { return company; },
   /** Which floor shows ("3d" or "2d"); floor3d() is where the 3D floor puts each desk on screen. */
   get floor() { return floor.mode; },
   floor3d: () => floor.three?.summary() ?? null,

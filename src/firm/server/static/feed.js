@@ -102,7 +102,7 @@ export class Feed {
     row.className = `feed-head${run === AUDIT ? " audit" : ""}`;
     delete row.dataset.seq;
     delete row.dataset.kind;
-    row.dataset.run = run;
+    row.dataset.run = run ?? "";
     row.style.setProperty("--run-hue", run && run !== AUDIT ? String(hue(run)) : "0");
     const toggle = () => {
       if (this.collapsed.has(run)) this.collapsed.delete(run);

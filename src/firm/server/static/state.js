@@ -36,6 +36,10 @@ export class Company {
     this.streams = new Map(); // agent id -> {task, text}: written now, not yet in the log
     this.approvals = new Map(); // approval id -> a call waiting for a person (or decided here)
     this.questions = new Map(); // question id -> an agent's question waiting for a person
+    // Tasks the store holds but the snapshot left out (finished ones past the newest few
+    // hundred), by status: overall (key null) and per goal. They are finished, so no event
+    // changes them, and counts() adds them to what the map holds.
+    this.unsent = new Map();
     this.listeners = new Set();
     this.now = () => Date.now() / 1000; // a replay sets its own clock
     // Bumped by every change, so desks() and counts() are worked out once per change however
@@ -77,6 +81,21 @@ export class Company {
     }
     if (snap.questions) {
       this.questions = new Map(snap.questions.map((q) => [q.id, { ...q }]));
+    }
+    if (snap.counts) {
+      this.version++;
+      this.unsent = new Map();
+      const whole = [[null, snap.counts], ...Object.entries(snap.root_counts ?? {})];
+      for (const [root, stored] of whole) {
+        const held = this.countTasks(root, false);
+        const rest = {};
+        for (const s of Object.keys(held)) {
+          // A todo subtask held for its plan's approval is counted apart by the store.
+          const all = (stored[s] ?? 0) + (s === "todo" ? stored.held ?? 0 : 0);
+          rest[s] = Math.max(0, all - held[s]);
+        }
+        this.unsent.set(root, rest);
+      }
     }
     this.version++;
     this.emit({ type: "snapshot" });
@@ -348,9 +367,11 @@ export class Company {
     return { ...memo.counts.get(rootId) };
   }
 
-  countTasks(rootId) {
+  countTasks(rootId, withUnsent = true) {
     const counts = { todo: 0, in_progress: 0, waiting: 0, done: 0, failed: 0, cancelled: 0 };
     for (const t of this.tasks.values()) if (!rootId || t.root_id === rootId) counts[t.status]++;
+    const rest = withUnsent && this.unsent.get(rootId || null);
+    if (rest) for (const s of Object.keys(counts)) counts[s] += rest[s] ?? 0;
     return counts;
   }
 }
