@@ -5,9 +5,10 @@ that answers slowly over a real stream; the desk keeps its size and the page log
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from browser_kit import ARTIFACTS
+from browser_kit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, WEBGL_ARGS
 from office_kit import TOKEN, Running
 
 from firm.server import AccessPolicy, Office, OfficeServer
@@ -97,4 +98,57 @@ def test_a_desk_shows_the_text_as_it_is_written(browser, streaming_office: Runni
         page.eval_on_selector_all(".desk", "ds => ds.map(d => [d.offsetWidth, d.offsetHeight])")
         == sizes
     )
+    assert not errors, errors
+
+
+WATCH_3D = """() => {
+  window.__said = [];
+  setInterval(() => {
+    const t = document.querySelector('.d3-task[data-agent="ceo"] .d3-said');
+    if (t && !t.hidden) window.__said.push([Date.now() / 1000, t.textContent]);
+  }, 20);
+}"""
+
+
+@pytest.fixture
+def gl_browser(browser: Any) -> Iterator[Any]:
+    """Chromium drawing WebGL in software: the 3D floor."""
+    b = browser.browser_type.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS + WEBGL_ARGS)
+    yield b
+    b.close()
+
+
+def test_a_3d_desk_shows_the_text_as_it_is_written(
+    gl_browser: Any, streaming_office: Running
+) -> None:
+    office = streaming_office
+    errors: list[str] = []
+    page = gl_browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(office.url + f"/#token={TOKEN}")
+    expect(page.locator("#conn")).to_have_text("live")
+    # The 3D floor loads after the page: its desk labels are there once it is built.
+    expect(page.locator('.d3-task[data-agent="ceo"]')).to_have_count(1, timeout=30_000)
+    assert page.evaluate("window.__office.floor") == "3d"
+    page.evaluate(WATCH_3D)
+
+    run = office.submit("Plan the quarter")
+    label = page.locator('.d3-task[data-agent="ceo"]')
+    expect(label.locator(".d3-said")).to_be_visible()
+    expect(label.locator(".d3-task-name")).to_have_text("Plan the quarter")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "desk-streaming-3d.png"))
+    office.finish(run["id"])
+    # The session ended: the desk is idle and shows no stream any more.
+    expect(label.locator(".d3-said")).to_be_hidden()
+
+    with office.client(token=None) as c:
+        events = c.get("/api/events", params={"task": run["id"]}).json()["events"]
+    [logged] = [e for e in events if e["kind"] == "thought"]
+    said = page.evaluate("window.__said")
+    # Growing pieces of the paragraph were above the desk before it reached the log.
+    early = {text for t, text in said if t < logged["ts"]}
+    assert len(early) >= 5, said
+    assert all(text.lstrip("…") in SAID for text in early), said
     assert not errors, errors

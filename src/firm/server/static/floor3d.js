@@ -14,6 +14,8 @@ import { usageByDesk, usageText } from "./cost.js";
 import { KIND } from "./kinds.js";
 import { clip, el, hue, initials, reducedMotion } from "./util.js";
 
+const tail = (text, n) => (text.length > n ? `…${text.slice(-n).replace(/^\S*\s/, "")}` : text);
+
 const DX = 3.4; // desk pitch across a room
 const DZ = 3.6; // desk pitch into a room
 const PAD = 1.3; // a room's margin around its desks
@@ -438,7 +440,10 @@ export class Floor3D {
     tag.position.set(0, 0, 1.7);
     tag.center.set(0.5, 0);
     g.add(tag);
-    const title = el("div", { class: "d3-task", hidden: true });
+    // The task's title, and under it the last words the agent is writing while it streams.
+    const taskName = el("span", { class: "d3-task-name" });
+    const said = el("span", { class: "d3-said", hidden: true });
+    const title = el("div", { class: "d3-task", hidden: true, dataset: { agent: agent.id } }, taskName, said);
     const bubble = new CSS2DObject(title);
     bubble.position.set(0, 2.5, -0.35);
     bubble.center.set(0.5, 1);
@@ -449,7 +454,7 @@ export class Floor3D {
     askTag.center.set(0.5, 1);
     g.add(askTag);
     this.world.add(g);
-    this.desks.set(agent.id, { group: g, light, button, state, usage, title, face, ask, pos: new THREE.Vector3(x, 1.2, z), key: "" });
+    this.desks.set(agent.id, { group: g, light, button, state, usage, title, taskName, said, saying: "", face, ask, pos: new THREE.Vector3(x, 1.2, z), key: "" });
   }
 
   open(agentId) {
@@ -508,6 +513,15 @@ export class Floor3D {
       const busy = state === "working" || state === "waiting" || state === "person";
       const run = d.task ? spent.get(id)?.get(d.task.root_id) : null;
       const usage = run ? usageText(run.usage, run.cost, { short: true }) : "";
+      // What it writes now, for the task it works on now: a label's words change, not its
+      // place, so a stream redraws no frame.
+      const live = state === "working" && d.task ? this.company.streams.get(id) : null;
+      const saying = live && live.task === d.task.id ? tail(live.text, 90) : "";
+      if (desk.saying !== saying) {
+        desk.saying = saying;
+        desk.said.textContent = saying;
+        desk.said.hidden = !saying;
+      }
       const key = `${state}|${d.open}|${d.task?.id}|${d.task?.title}|${d.held}|${usage}|${d.asks}|${d.askTask?.id}`;
       if (desk.key === key) continue;
       desk.key = key;
@@ -535,7 +549,7 @@ export class Floor3D {
       desk.usage.hidden = !usage;
       desk.title.hidden = !busy || !d.task;
       desk.title.dataset.state = state;
-      desk.title.textContent = busy && d.task ? clip(d.task.title, 46) : "";
+      desk.taskName.textContent = busy && d.task ? clip(d.task.title, 46) : "";
     }
     if (changed && this.mode === "follow") this.follow();
     // Labels keep their places when their words change ([hidden] hides a title), so only the
