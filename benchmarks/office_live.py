@@ -178,13 +178,19 @@ def watch(url: str, args: argparse.Namespace) -> dict[str, Any]:
         ).json()["events"]
         last_end = max(e["ts"] for e in tail if e["kind"] in ENDINGS)
         # Wait (bounded) for the page to show the end, then stop watching.
-        page.wait_for_function(
-            "() => window.__bench.shown.length && window.__bench.shown.at(-1).desks === 0"
-            " && /^0 /.test(document.querySelector('#stats .s-in_progress').textContent)"
-            " && /^0 /.test(document.querySelector('#stats .s-todo').textContent)"
-            " && /^0 /.test(document.querySelector('#stats .s-waiting').textContent)",
-            timeout=120_000,
-        )
+        try:
+            page.wait_for_function(
+                "() => window.__bench.shown.length && window.__bench.shown.at(-1).desks === 0"
+                " && /^0 /.test(document.querySelector('#stats .s-in_progress').textContent)"
+                " && /^0 /.test(document.querySelector('#stats .s-todo').textContent)"
+                " && /^0 /.test(document.querySelector('#stats .s-waiting').textContent)",
+                timeout=120_000,
+            )
+        except Exception:
+            shown = page.evaluate("window.__bench.shown.at(-1)")
+            raise SystemExit(
+                f"the page never showed the end within 120 s: it shows {shown}"
+            ) from None
         page.wait_for_timeout(300)
         result = page.evaluate(STOP)
         browser.close()

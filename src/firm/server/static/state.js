@@ -5,6 +5,8 @@ import { withCall } from "./cost.js";
 import { KIND, LIFECYCLE_TOOLS } from "./kinds.js";
 import { OPEN, visible } from "./util.js";
 
+const FINISHED = ["done", "failed", "cancelled"];
+
 /** A task as its creation event (created or delegated) describes it: todo, nothing done. */
 function newTask(e, where) {
   const d = e.data || {};
@@ -88,12 +90,10 @@ export class Company {
       const whole = [[null, snap.counts], ...Object.entries(snap.root_counts ?? {})];
       for (const [root, stored] of whole) {
         const held = this.countTasks(root, false);
+        // Every open task is sent, so only finished ones can be missing (and counting open
+        // ones here would keep a task that started between the two reads working for ever).
         const rest = {};
-        for (const s of Object.keys(held)) {
-          // A todo subtask held for its plan's approval is counted apart by the store.
-          const all = (stored[s] ?? 0) + (s === "todo" ? stored.held ?? 0 : 0);
-          rest[s] = Math.max(0, all - held[s]);
-        }
+        for (const s of FINISHED) rest[s] = Math.max(0, (stored[s] ?? 0) - held[s]);
         this.unsent.set(root, rest);
       }
     }
