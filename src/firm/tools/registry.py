@@ -14,6 +14,7 @@ import inspect
 import json
 import re
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from firm.tools.workspace import Workspace
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 
 
-class ToolContext:
+class ToolContext(ABC):
     """What a tool sees of the session calling it. Annotate a parameter with this type to
     receive it; the parameter is hidden from the model. The session implements it."""
 
@@ -36,6 +37,7 @@ class ToolContext:
     agent_id: str
     workspace: Workspace
 
+    @abstractmethod
     def delegate(
         self,
         assignee: str,
@@ -47,20 +49,19 @@ class ToolContext:
         tools: list[str] | None = None,
         limits: dict[str, float] | None = None,
         ttl: float | None = None,
-    ) -> str:
-        raise NotImplementedError
+    ) -> str: ...
 
-    def complete(self, result: str, files: list[str] | None) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def complete(self, result: str, files: list[str] | None) -> str: ...
 
-    def fail(self, reason: str) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def fail(self, reason: str) -> str: ...
 
-    def ask_human(self, question: str) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def ask_human(self, question: str) -> str: ...
 
-    def wrote_file(self, path: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def wrote_file(self, path: str) -> None: ...
 
 
 @dataclass(frozen=True)
