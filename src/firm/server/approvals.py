@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from firm.errors import AlreadyDecided, ApprovalNotFound
 from firm.server.models import error_responses
 from firm.server.office import Office
-from firm.server.routes import Credentials, read_guard, unauthorised
+from firm.server.routes import read_guard, read_security, token_holder
 from firm.store.approvals import APPROVED, DENIED, NOTE_MAX
 
 ApprovalId = Annotated[
@@ -60,28 +60,14 @@ def build_router(office: Office) -> APIRouter:
     store = office.store
     may_read = read_guard(policy)
     router = APIRouter(prefix="/api")
-    # On loopback a read may come without the token: say so in the schema ({} = no auth).
-    read_security: dict[str, Any] = (
-        {} if policy.reads_need_token else {"security": [{}, {"HTTPBearer": []}]}
-    )
-
-    def decider(credentials: Credentials) -> str:
-        """Who is deciding: the name the presented token stands for."""
-        who = policy.who(credentials.credentials if credentials else None)
-        if who is None:
-            raise unauthorised(
-                policy.write_refusal(credentials.credentials if credentials else None) or ""
-            )
-        return who
-
-    Who = Annotated[str, Depends(decider)]
+    Who = Annotated[str, Depends(token_holder(policy))]
 
     @router.get(
         "/approvals",
         responses=error_responses(401, 403),
         summary="Tool calls waiting for a person (or all, with status=all)",
         dependencies=[Depends(may_read)],
-        openapi_extra=read_security,
+        openapi_extra=read_security(policy),
     )
     def list_approvals(
         status: Annotated[

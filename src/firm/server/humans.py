@@ -5,7 +5,7 @@ name the token stands for is what the signed log records as the author.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations at run time.
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,7 +14,7 @@ from firm.errors import AlreadyDecided
 from firm.people import TEXT_MAX
 from firm.server.models import error_responses
 from firm.server.office import Office
-from firm.server.routes import Credentials, TaskId, read_guard, unauthorised
+from firm.server.routes import TaskId, read_guard, read_security, token_holder
 from firm.store.questions import QuestionNotFound
 
 QuestionId = Annotated[
@@ -58,28 +58,14 @@ def build_router(office: Office) -> APIRouter:
     store = office.store
     may_read = read_guard(policy)
     router = APIRouter(prefix="/api")
-    # On loopback a read may come without the token: say so in the schema ({} = no auth).
-    read_security: dict[str, Any] = (
-        {} if policy.reads_need_token else {"security": [{}, {"HTTPBearer": []}]}
-    )
-
-    def author(credentials: Credentials) -> str:
-        """Who is writing: the name the presented token stands for."""
-        who = policy.who(credentials.credentials if credentials else None)
-        if who is None:
-            raise unauthorised(
-                policy.write_refusal(credentials.credentials if credentials else None) or ""
-            )
-        return who
-
-    Who = Annotated[str, Depends(author)]
+    Who = Annotated[str, Depends(token_holder(policy))]
 
     @router.get(
         "/tasks/{task_id}/notes",
         responses=error_responses(401, 403, 404),
         summary="The notes people left on a task, oldest first",
         dependencies=[Depends(may_read)],
-        openapi_extra=read_security,
+        openapi_extra=read_security(policy),
     )
     def list_notes(task_id: TaskId) -> list[NoteOut]:
         store.get_task(task_id)  # 404 for an unknown task
@@ -99,7 +85,7 @@ def build_router(office: Office) -> APIRouter:
         responses=error_responses(401, 403),
         summary="Questions agents asked that wait for an answer (or all, with status=all)",
         dependencies=[Depends(may_read)],
-        openapi_extra=read_security,
+        openapi_extra=read_security(policy),
     )
     def list_questions(
         status: Annotated[Literal["pending", "answered", "withdrawn", "all"], Query()] = "pending",

@@ -73,6 +73,26 @@ def read_guard(policy: AccessPolicy) -> Callable[[Request, Credentials], None]:
     return may_read
 
 
+def read_security(policy: AccessPolicy) -> dict[str, Any]:
+    """The OpenAPI note for reads: on loopback a read may come without the token ({} = no
+    auth)."""
+    return {} if policy.reads_need_token else {"security": [{}, {"HTTPBearer": []}]}
+
+
+def token_holder(policy: AccessPolicy) -> Callable[[Credentials], str]:
+    """The dependency of a write made in someone's name: the name the presented token stands
+    for (refused with 401 when it stands for no one)."""
+
+    def who(credentials: Credentials) -> str:
+        presented = credentials.credentials if credentials else None
+        name = policy.who(presented)
+        if name is None:
+            raise unauthorised(policy.write_refusal(presented) or "")
+        return name
+
+    return who
+
+
 def build_router(office: Office) -> APIRouter:
     policy = office.policy
     store = office.store
@@ -83,11 +103,7 @@ def build_router(office: Office) -> APIRouter:
         if refusal is not None:
             raise unauthorised(refusal)
 
-    # On loopback a read may come without the token: say so in the schema ({} = no auth).
-    read_security: dict[str, Any] = (
-        {} if policy.reads_need_token else {"security": [{}, {"HTTPBearer": []}]}
-    )
-    read = {"dependencies": [Depends(may_read)], "openapi_extra": read_security}
+    read = {"dependencies": [Depends(may_read)], "openapi_extra": read_security(policy)}
     write = {"dependencies": [Depends(may_write)]}
     NewGoal = goal_model([a.id for a in office.org.agents])
 
