@@ -202,7 +202,7 @@ class Office:
             "counts": self.store.counts(),
             # Each goal's tasks by status, all of them: the snapshot carries only the open and
             # newest tasks, so a big run's progress cannot be counted from the tasks it sends.
-            "root_counts": {r: self.store.counts(r) for r in roots},
+            "root_counts": self.store.counts_by_root(roots),
             "approvals": self.pending_approvals(),
             "questions": [
                 q.to_dict()

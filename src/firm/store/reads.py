@@ -127,6 +127,29 @@ class Reads(TaskTree):
         out: dict[str, int] = {}
         with self._read() as conn:
             for s, is_held, n in conn.execute(q):
-                key = "held" if is_held and s == Status.TODO else s
-                out[key] = out.get(key, 0) + n
+                _tally(out, s, is_held, n)
         return out
+
+    @retrying
+    def counts_by_root(self, root_ids: list[str]) -> dict[str, dict[str, int]]:
+        """counts(root) for each of these goals, in one statement (a goal with no tasks is
+        left out)."""
+        if not root_ids:
+            return {}
+        held = T.c.held_by_plan.is_not(None)
+        q = (
+            select(T.c.root_id, T.c.status, held, func.count())
+            .where(T.c.root_id.in_(root_ids))
+            .group_by(T.c.root_id, T.c.status, held)
+        )
+        out: dict[str, dict[str, int]] = {}
+        with self._read() as conn:
+            for root, s, is_held, n in conn.execute(q):
+                _tally(out.setdefault(root, {}), s, is_held, n)
+        return out
+
+
+def _tally(out: dict[str, int], status: str, is_held: bool, n: int) -> None:
+    """Add n tasks of a status to counts; held todo subtasks are counted as `held`."""
+    key = "held" if is_held and status == Status.TODO else status
+    out[key] = out.get(key, 0) + n
