@@ -5,6 +5,7 @@ gap-free and in commit order under many writing threads."""
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import threading
 import time
@@ -287,3 +288,60 @@ def test_a_write_inside_a_write_of_the_same_thread_is_refused_not_hung(store):
             pass
     store.append_events([(EventKind.THOUGHT, root.id, "ceo", {"text": "after"})])
     assert [d["text"] for d in kinds_for(store, root.id, "thought")] == ["outer", "after"]
+
+
+def test_a_connection_cut_under_a_group_is_retried_by_every_member_not_crashed(
+    store, pg_server, request
+):
+    """The server drops the group's connection while a member's body runs (an administrator's
+    kill, a failover). Every member of that transaction is re-run by the retry layer and lands
+    exactly once; none sees SQLAlchemy's "rollback first" error, which a worker would take for
+    a crashed session."""
+    if "postgresql" not in store.url:
+        pytest.skip("cuts a PostgreSQL server's connection")
+    root = new_root(store)
+    before = store.last_seq()
+    release = threading.Event()
+    leader_saw: list[BaseException] = []
+
+    def lead() -> None:
+        try:
+            with store._write() as tx:
+                tx.emit(EventKind.THOUGHT, root.id, "ceo", text="leader")
+                release.wait(30)
+        except BaseException as exc:  # not retried: the test looks at what it got
+            leader_saw.append(exc)
+
+    def cut() -> None:
+        with store._write() as tx:
+            pg_server.terminate(f"firm-store:%:{os.getpid()}")
+            tx.conn.execute(text("SELECT 1"))
+
+    leader = threading.Thread(target=lead)
+    leader.start()
+    while store._group._open is None:
+        time.sleep(0.005)
+    group = Group(store, 0)
+    for i in range(3):
+        group.add(
+            f"writer {i}",
+            lambda i=i: store.append_events(
+                [(EventKind.THOUGHT, root.id, "ceo", {"text": f"w{i}"})]
+            ),
+        )
+    group.add("cut", cut)
+    for t in group.threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while store._group.queued() < 4:
+        assert time.monotonic() < deadline, "the writers never joined the open group"
+        time.sleep(0.005)
+    release.set()
+    for t in [leader, *group.threads]:
+        t.join(60)
+
+    assert sorted(group.errors) == ["cut"], group.errors
+    assert all(exc.connection_invalidated for exc in [group.errors["cut"], *leader_saw])
+    texts = [e.data["text"] for e in store.events_after(before) if e.kind == "thought"]
+    assert sorted(texts) == ["w0", "w1", "w2"]  # each once; the unretried leader's is gone
+    assert_chain(store)

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, RootTransaction
+from sqlalchemy.exc import DBAPIError
 
 from firm.store.transaction import DbClock, Tx, append_chain
 
@@ -184,16 +185,30 @@ class GroupWriter:
                 txn.rollback()
                 raise
         else:
-            with conn.begin_nested():
-                tx = Tx(conn, self.locking, self.clock.now(conn))
-                yield tx
-                tx.check()
+            try:
+                with conn.begin_nested():
+                    tx = Tx(conn, self.locking, self.clock.now(conn))
+                    yield tx
+                    tx.check()
+            except BaseException as exc:
+                if conn.invalidated:
+                    # The connection died under this body: the transaction, and every earlier
+                    # member's body in it, is gone. All of them (and every joiner still to
+                    # come) get the driver's error, which the retry layer re-runs, never the
+                    # PendingRollbackError a dead transaction answers with.
+                    group.broken = _lost_connection(exc)
+                    raise group.broken from None
+                raise
         group.members.append(tx)
 
     def _commit(self, group: _Group) -> None:
         txn = group.txn
         if txn is None:
             return
+        if group.broken is not None:
+            with contextlib.suppress(Exception):  # the connection is gone; release it
+                txn.rollback()
+            raise group.broken
         if not group.members:
             txn.rollback()
             return
@@ -209,3 +224,14 @@ class GroupWriter:
         with self._gate:
             self.writes += writes
             self.commits += 1
+
+
+def _lost_connection(exc: BaseException) -> BaseException:
+    """The driver's error that broke the connection, found in what the failed body raised (the
+    savepoint's rollback on a dead connection raises an error of its own over it)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DBAPIError) and seen.connection_invalidated:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return exc
