@@ -50,6 +50,9 @@ def fresh_office(tmp_path: Path) -> Iterator[Callable[..., Running]]:
 def browser() -> Iterator[Any]:
     """Headless Chromium for a module's page tests, without WebGL: the office shows its plan."""
     sync_api = pytest.importorskip("playwright.sync_api")
+    # An expectation's wait only guards against a hang: on a loaded machine (several test
+    # workers and browsers on two cores) a page can take longer than Playwright's 5 s.
+    sync_api.expect.set_options(timeout=20_000)
     reason = ensure_chromium()
     if reason:
         pytest.skip(reason)

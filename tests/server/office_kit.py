@@ -85,6 +85,7 @@ def start_office(
     folder: Path,
     *,
     latency: float = 0.0,
+    linger: float = 0.0,
     reads_need_token: bool = False,
     hub_buffer: int | None = None,
     fail: list[str] | None = None,
@@ -92,6 +93,8 @@ def start_office(
 ) -> Running:
     folder.mkdir(parents=True, exist_ok=True)
     options: dict[str, Any] = {"latency": latency} if latency else {}
+    if linger:
+        options["linger"] = linger
     if fail:
         options["fail_agents"] = fail
     office = Office(

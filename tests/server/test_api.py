@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 import pytest
 from office_kit import Running
@@ -169,7 +170,12 @@ def test_cancelling_a_running_goal_cancels_its_whole_open_tree(slow_office: Runn
     assert "already cancelled" in r.json()["detail"]
 
 
-def test_a_cancelled_subtask_reaches_its_manager_who_still_reports(slow_office: Running) -> None:
+def test_a_cancelled_subtask_reaches_its_manager_who_still_reports(
+    fresh_office: Callable[..., Running],
+) -> None:
+    # Each session stays open 2 s after acting: the cancel lands while Gabriel still works,
+    # however slow the machine (with only a turn's latency he could finish first).
+    slow_office = fresh_office(latency=0.3, linger=2.0)
     root = slow_office.submit("Open an office in Lisbon")["id"]
     detail = slow_office.wait_until(
         root,
