@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from firm.engine import Engine
 from firm.org import parse_org
 from firm.store import NewTask, RunSpec, SqlStore
+from firm.store.notify import payload
 from firm.tasks import Outcome, Priority, Status
 
 from .test_settle_and_wake import manager_with_reports
@@ -36,6 +38,8 @@ def test_the_last_reports_settle_claims_its_woken_manager_in_the_same_commit(
     ]
     assert entries[-1].data["worker"] == "staff"
     assert store.claim("other", 5, 30) == []  # nothing was left in the queue for anyone
+    # Nor does the commit's NOTIFY send other workers after it (they would find nothing).
+    assert "todo" not in json.loads(payload(entries[-1].seq, entries))
 
 
 def test_a_manager_whose_reports_all_ended_first_is_handed_back_to_itself(
@@ -52,9 +56,12 @@ def test_the_hand_over_never_jumps_higher_priority_work(store: SqlStore) -> None
     root, kids = manager_with_reports(store, 1)
     store.settle(root.id, "boss", Outcome.yielded())
     urgent = store.create_run(RUN, NewTask("Urgent", "", "ceo", "user", priority=Priority.URGENT))
+    before = store.last_seq()
     res = store.settle(kids[0].id, "staff", Outcome.done("a"), hand_over=30)
     assert res.woke == [root.id] and res.claimed == []
     assert store.get_task(root.id).status == Status.TODO
+    entries = store.events_after(before)
+    assert json.loads(payload(entries[-1].seq, entries))["todo"] == 1  # left for the queue
     assert [t.id for t in store.claim("next", 1, 30)] == [urgent.id]
 
 

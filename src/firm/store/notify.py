@@ -59,6 +59,9 @@ def payload(seq: int, events: Iterable[Event]) -> str:
     for e in events:
         if e.kind in TO_TODO:
             todo.add(e.task_id)
+        elif e.kind == EventKind.STARTED:
+            # Woken and claimed in the same commit (a hand-over): no work for anyone else.
+            todo.discard(e.task_id)
         elif e.kind == EventKind.CANCELLED and e.task_id:
             cancelled.append(e.task_id)
     body: dict[str, object] = {"seq": seq}
