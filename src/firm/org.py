@@ -7,7 +7,6 @@ field, so a person fixing a chart sees all mistakes at once rather than one per 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -26,12 +25,12 @@ from pydantic import (
 
 from firm.errors import OrgChartError, Problem, some_of
 from firm.pricing import MAX_PRICED_MODELS, ModelPrice
+from firm.yamlproblems import YamlPath, duplicate_keys, line_map, pydantic_problems
 from firm.yamltext import load_plain
 
 AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 TOOL_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]-]+(\.[A-Za-z0-9_*?\[\]-]+)*$")
 
-Path_ = tuple[str | int, ...]
 ShortText = Annotated[str, Field(min_length=1, max_length=200)]
 LongText = Annotated[str, Field(max_length=20_000)]
 # A brain's registered name (simulation, llm, crewai, …); checked against the registry when
@@ -248,7 +247,7 @@ class OrgChart(_Strict):
 
     _by_id: dict[str, AgentSpec] = PrivateAttr(default_factory=dict)
     _reports: dict[str, list[str]] = PrivateAttr(default_factory=dict)
-    _lines: dict[Path_, int] = PrivateAttr(default_factory=dict)
+    _lines: dict[YamlPath, int] = PrivateAttr(default_factory=dict)
     _file: str = PrivateAttr(default="<org chart>")
 
     @field_validator("mcp_servers")
@@ -375,91 +374,6 @@ class OrgChart(_Strict):
 # --- loading -------------------------------------------------------------------------------
 
 
-def _line_map(root: yaml.Node | None) -> dict[Path_, int]:
-    """Map each path in the YAML document to the 1-based line where it appears."""
-    lines: dict[Path_, int] = {}
-
-    def walk(node: yaml.Node, path: Path_) -> None:
-        lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                k = key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
-                lines[(*path, k)] = key.start_mark.line + 1
-                walk(value, (*path, k))
-                # Keep the key's line for the path: "field: value" is reported where the key is.
-                lines[(*path, k)] = key.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return lines
-
-
-def _dup_keys(root: yaml.Node | None, file: str) -> list[Problem]:
-    """PyYAML silently keeps the last of two equal keys; a chart with one is almost surely wrong."""
-    problems: list[Problem] = []
-
-    def walk(node: yaml.Node, path: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key, value in node.value:
-                k = str(key.value)
-                if k in seen:
-                    problems.append(
-                        Problem(
-                            file,
-                            key.start_mark.line + 1,
-                            f"{path}{k}".lstrip("."),
-                            f"key {k!r} appears twice in the same mapping",
-                        )
-                    )
-                seen.add(k)
-                walk(value, f"{path}{k}.")
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, f"{path.rstrip('.')}[{i}].")
-
-    if root is not None:
-        walk(root, "")
-    return problems
-
-
-def _field_name(loc: Path_) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _nearest_line(lines: dict[Path_, int], loc: Path_) -> int | None:
-    loc = tuple(loc)
-    while loc:
-        if loc in lines:
-            return lines[loc]
-        loc = loc[:-1]
-    return lines.get(())
-
-
-def _pydantic_problems(
-    err: ValidationError, file: str, lines: dict[Path_, int]
-) -> Iterator[Problem]:
-    for e in err.errors():
-        # Drop pydantic's internal loc parts (e.g. function-after markers) that aren't YAML paths.
-        loc: Path_ = tuple(
-            p for p in e["loc"] if isinstance(p, int) or not str(p).startswith("function-")
-        )
-        message = e["msg"]
-        if e["type"] == "extra_forbidden":
-            message = f"unknown key {loc[-1]!r}"
-        elif e["type"] == "missing":
-            message = "is required"
-        elif message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
-        yield Problem(file, _nearest_line(lines, loc), _field_name(loc), message)
-
-
 def _reporting_lines(data: Any) -> list[tuple[int, str, str | None]]:
     """(index, id, reports_to) of every agent entry whose id is usable, read from the raw
     data, so the structure is checked even when other fields have problems of their own."""
@@ -474,7 +388,7 @@ def _reporting_lines(data: Any) -> list[tuple[int, str, str | None]]:
 
 
 def _structure_problems(
-    entries: list[tuple[int, str, str | None]], file: str, lines: dict[Path_, int]
+    entries: list[tuple[int, str, str | None]], file: str, lines: dict[YamlPath, int]
 ) -> list[Problem]:
     problems: list[Problem] = []
     seen: dict[str, int] = {}
@@ -542,7 +456,7 @@ def _structure_problems(
 
 
 def _approval_agent_problems(
-    data: dict[str, Any], file: str, lines: dict[Path_, int]
+    data: dict[str, Any], file: str, lines: dict[YamlPath, int]
 ) -> list[Problem]:
     """An `approvals:` rule's `agents:` must name agents of the chart."""
     known = {agent_id for _, agent_id, _ in _reporting_lines(data)}
@@ -581,13 +495,13 @@ def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
         raise OrgChartError(
             [Problem(file, 1, "", "expected a mapping with 'company:' and 'agents:'")]
         )
-    lines = _line_map(node)
-    problems = _dup_keys(node, file)
+    lines = line_map(node)
+    problems = duplicate_keys(node, file)
     try:
         org: OrgChart | None = OrgChart.model_validate(data)
     except ValidationError as err:
         org = None
-        problems.extend(_pydantic_problems(err, file, lines))
+        problems.extend(pydantic_problems(err, file, lines))
     # Who reports to whom is checked on the raw entries too, so one run reports it all.
     problems.extend(_structure_problems(_reporting_lines(data), file, lines))
     problems.extend(_approval_agent_problems(data, file, lines))

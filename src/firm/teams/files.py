@@ -26,9 +26,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from firm.errors import OrgChartError, Problem, some_of
-from firm.org import LLMConfig, _dup_keys, _line_map, _pydantic_problems
+from firm.org import LLMConfig
 from firm.teams.spec import TASK_ID, normalise_name
 from firm.teams.team import Agent, Task, Team
+from firm.yamlproblems import duplicate_keys, line_map, pydantic_problems
 from firm.yamltext import load_plain
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -133,10 +134,10 @@ def _read(path: Path) -> _Doc:
         line = mark.line + 1 if mark is not None else None
         reason = getattr(exc, "problem", None) or str(exc)
         raise TeamFileError([Problem(str(path), line, "", f"not valid YAML: {reason}")]) from None
-    dups = _dup_keys(node, str(path))
+    dups = duplicate_keys(node, str(path))
     if dups:
         raise TeamFileError(dups)
-    return _Doc(str(path), data, _line_map(node))
+    return _Doc(str(path), data, line_map(node))
 
 
 def _mapping(doc: _Doc, what: str, path: tuple[str | int, ...] = ()) -> dict[str, Any]:
@@ -167,7 +168,7 @@ def load_team(path: str | Path, *, inputs: dict[str, Any] | None = None, **overr
     try:
         entry = TeamEntry.model_validate(team_doc.data)
     except ValidationError as err:
-        raise TeamFileError(list(_pydantic_problems(err, team_doc.file, team_doc.lines))) from None
+        raise TeamFileError(list(pydantic_problems(err, team_doc.file, team_doc.lines))) from None
     base = Path(team_doc.file).parent
     values = {**entry.inputs, **(inputs or {})}
     agents_doc, agents_path = _part(team_doc, entry.agents, "agents", base)
@@ -272,7 +273,7 @@ def _entries(
             for e in errors:
                 e["loc"] = (*where, *e["loc"])
             rebased: Any = _Rebased(errors)
-            problems.extend(_pydantic_problems(rebased, doc.file, doc.lines))
+            problems.extend(pydantic_problems(rebased, doc.file, doc.lines))
     return out
 
 
