@@ -123,6 +123,7 @@ class SqlBase:
             self._locking,
             self._clock,
             enabled=self.dialect == "postgresql" if group_commit is None else group_commit,
+            keep=self.dialect == "sqlite",
         )
         if check_schema:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
@@ -195,6 +196,7 @@ class SqlBase:
 
     def close(self) -> None:
         self._closed = True
+        self._group.close()
         while self._readers:
             self._readers.pop().close()
         if self._pg_listener is not None:

@@ -3,8 +3,8 @@
 The first writer to arrive leads: it opens the transaction and runs its own body. Writers that
 arrive while that group is open join it and run their bodies on the same connection, one at a
 time, each in the caller's own thread. The leader then appends every member's log entries to
-the chain (one read of the head, one insert, one move) and commits once; every member returns
-only after that commit, so nobody hears "done" before the write is durable.
+the chain (one move of the head, one insert: store/transaction.py) and commits once; every
+member returns only after that commit, so nobody hears "done" before the write is durable.
 
 A member that fails — a conflict, a refused settle, an IntegrityError, an invalid event — fails
 alone: its body ran inside its own SAVEPOINT, which is rolled back, and it raises at once. The
@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError
 
-from firm.store.transaction import DbClock, Tx, append_chain
+from firm.store.transaction import ChainHead, DbClock, Tx, append_chain
 
 # Members per group at most: a steady stream of joiners must not keep a commit waiting.
 MAX_MEMBERS = 64
@@ -61,10 +61,14 @@ class GroupWriter:
         locking: bool,
         clock: DbClock,
         enabled: bool = True,
+        keep: bool = False,
     ):
         self.engine = engine
         self.writer = writer  # SQLite: one open transaction at a time in this process
         self.locking = locking
+        self.keep = keep  # one connection kept for every write (writes are serialized)
+        self._kept: Connection | None = None
+        self.head = ChainHead()
         self.clock = clock
         self.enabled = enabled
         self._gate = threading.Condition()
@@ -107,15 +111,47 @@ class GroupWriter:
         with self._gate:
             return self._open.waiting if self._open is not None else 0
 
+    def close(self) -> None:
+        with self.writer:
+            conn, self._kept = self._kept, None
+            if conn is not None:
+                conn.close()
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A connection for one write transaction. SQLite writes are serialized by the writer
+        lock, so one connection serves them all, kept open between them: a pool checkout, a
+        connection object and a return to the pool per write cost more than the write's own
+        statements. A write that leaves it in doubt (invalidated, or still in a transaction)
+        closes it, and the next write opens another."""
+        if not self.keep:
+            with self.engine.connect() as fresh:
+                yield fresh.execution_options(firm_write=True)
+            return
+        conn = self._kept
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._kept = self.engine.connect().execution_options(firm_write=True)
+        try:
+            yield conn
+        finally:
+            if conn.invalidated or conn.in_transaction():
+                self._kept = None
+                conn.close()
+
     @contextmanager
     def _alone(self) -> Iterator[Tx]:
         """One transaction, one commit, no grouping."""
-        with self.writer, self.engine.connect() as conn:
-            conn.execution_options(firm_write=True)
-            with conn.begin():
-                tx = Tx(conn, self.locking, self.clock.now(conn))
-                yield tx
-                tx.flush()
+        with self.writer, self._connection() as conn:
+            try:
+                with conn.begin():
+                    tx = Tx(conn, self.locking, self.clock.now(conn))
+                    yield tx
+                    head = tx.flush(self.head)
+            except BaseException:
+                self.head.known = None  # whether the head moved is not known
+                raise
+            if head is not None:
+                self.head.known = head
         self._count(1)
 
     @contextmanager
@@ -124,9 +160,7 @@ class GroupWriter:
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.writer)
-                conn = stack.enter_context(self.engine.connect())
-                conn.execution_options(firm_write=True)
-                group.conn = conn
+                group.conn = stack.enter_context(self._connection())
             except BaseException as exc:
                 group.broken = failure = exc
             if failure is None:
@@ -213,11 +247,15 @@ class GroupWriter:
             txn.rollback()
             return
         try:
-            append_chain(txn.connection, self.locking, group.members)
+            head = append_chain(txn.connection, self.locking, group.members, self.head)
+            txn.commit()
         except BaseException:
-            txn.rollback()
+            self.head.known = None  # whether the head moved is not known
+            with contextlib.suppress(Exception):
+                txn.rollback()
             raise
-        txn.commit()
+        if head is not None:
+            self.head.known = head
         self._count(len(group.members))
 
     def _count(self, writes: int) -> None:

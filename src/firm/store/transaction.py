@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from sqlalchemy import Connection, func, text
+from sqlalchemy import Connection, bindparam, func, text
 
 from firm.chain import canonical_json, header_hash
 from firm.events import EventKind, InvalidEvent, validate
@@ -48,23 +48,89 @@ class Tx:
         self.checked = [_checked(*item, seen, texts) for item in self.pending]
         self.pending.clear()
 
-    def flush(self) -> None:
-        """Append pending events to the chain; called last, so the head lock is held briefly."""
+    def flush(self, head: ChainHead | None = None) -> tuple[int, str] | None:
+        """Append pending events to the chain; called last, so the head lock is held briefly.
+        Returns the new head (ChainHead)."""
         self.check()
-        append_chain(self.conn, self.locking, [self])
+        return append_chain(self.conn, self.locking, [self], head)
 
 
-def append_chain(conn: Connection, locking: bool, txs: list[Tx]) -> None:
-    """Append the checked entries of these transactions to the chain, in this order, with one
-    read of the head, one insert and one move of the head: the writes of one commit (a group
-    of members, or one transaction alone). Fills each Tx's `appended`."""
+class ChainHead:
+    """Where this process last left the chain: (seq, hash) after its last commit, or None.
+
+    A commit then moves the head with one conditional statement instead of reading it first:
+    `UPDATE chain_head SET seq, hash WHERE seq = known AND hash = known`. When another process
+    (or another store object) moved it since, the statement changes no row, and the commit
+    reads the head as it always did — under the write lock on SQLite, FOR UPDATE on PostgreSQL
+    — and rebuilds its entries' sequence numbers and hashes on it. Either way the entries are
+    built on the head the transaction moves, so there is no gap and the chain holds; what is
+    known here is a guess that saves a statement when it is right. Where it keeps being wrong
+    (other workers commit between this one's commits), a miss costs a statement: after each
+    miss the next few commits read the head instead, more of them after every further miss.
+    """
+
+    __slots__ = ("_backoff", "_skip", "known")
+
+    MAX_SKIP = 16
+
+    def __init__(self) -> None:
+        self.known: tuple[int, str] | None = None
+        self._skip = 0  # commits left that read the head instead of guessing
+        self._backoff = 0
+
+    def guess(self) -> tuple[int, str] | None:
+        if self._skip > 0:
+            self._skip -= 1
+            return None
+        return self.known
+
+    def missed(self) -> None:
+        self._backoff = min(2 * self._backoff or 1, self.MAX_SKIP)
+        self._skip = self._backoff
+
+    def hit(self) -> None:
+        self._backoff = 0
+
+
+def append_chain(
+    conn: Connection, locking: bool, txs: list[Tx], head: ChainHead | None = None
+) -> tuple[int, str] | None:
+    """Append the checked entries of these transactions to the chain, in this order: the writes
+    of one commit (a group of members, or one transaction alone). The head is moved first — on
+    the head this process knows, else on the one read under its lock — then the entries are
+    inserted in one batch. Fills each Tx's `appended`; returns the new head, for the caller to
+    remember once the transaction has committed (None: nothing was appended)."""
     if not any(tx.checked for tx in txs):
-        return
-    head = Q.CHAIN_HEAD_FOR_UPDATE if locking else Q.CHAIN_HEAD
-    seq, prev = run(conn, head).one()
+        return None
+    known = head.guess() if head is not None else None
+    if known is not None and head is not None:
+        rows, events, last = _entries(txs, *known)
+        if _move_head(conn, locking, last, events, expected=known):
+            head.hit()
+        else:
+            head.missed()
+            known = None  # someone else moved it: read it, as without a guess
+    if known is None:
+        read = Q.CHAIN_HEAD_FOR_UPDATE if locking else Q.CHAIN_HEAD
+        seq, prev = run(conn, read).one()
+        rows, events, last = _entries(txs, seq, prev)
+        _move_head(conn, locking, last, events)
+    run_many(conn, Q.INSERT_EVENTS, rows)
+    for tx, appended in zip(txs, events, strict=True):
+        tx.appended.extend(appended)
+        tx.checked = []
+    return last
+
+
+def _entries(
+    txs: list[Tx], seq: int, prev: str
+) -> tuple[list[dict[str, Any]], list[list[Event]], tuple[int, str]]:
+    """The rows to insert and the events each transaction appends, chained on (seq, prev)."""
     rows = []
+    events: list[list[Event]] = []
     for tx in txs:
         now = tx.now
+        mine = []
         for kind, task_id, agent, data, canonical, data_digest in tx.checked:
             seq += 1
             # entry_hash(prev, seq, ts, kind, task, agent, data), from the digest already made
@@ -81,16 +147,36 @@ def append_chain(conn: Connection, locking: bool, txs: list[Tx]) -> None:
                     "hash": h,
                 }
             )
-            tx.appended.append(Event(seq, now, kind, task_id, agent, data, prev, h))
+            mine.append(Event(seq, now, kind, task_id, agent, data, prev, h))
             prev = h
-        tx.checked = []
-    run_many(conn, Q.INSERT_EVENTS, rows)
+        events.append(mine)
+    return rows, events, (seq, prev)
+
+
+def _move_head(
+    conn: Connection,
+    locking: bool,
+    head: tuple[int, str],
+    events: list[list[Event]],
+    expected: tuple[int, str] | None = None,
+) -> bool:
+    """Move the chain head to `head` (only from `expected`, when given); True if it moved."""
+    params = {"p_seq": head[0], "p_hash": head[1]}
+    stmt = Q.MOVE_HEAD
+    if expected is not None:
+        stmt = MOVE_HEAD_FROM
+        params.update(p_from_seq=expected[0], p_from_hash=expected[1])
     if locking:  # delivered at commit, in commit order, and only if it commits
-        note = notify.payload(seq, [e for tx in txs for e in tx.appended])
-        move_head = Q.MOVE_HEAD.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
-        conn.execute(move_head, {"p_seq": seq, "p_hash": prev})
-    else:
-        run(conn, Q.MOVE_HEAD, {"p_seq": seq, "p_hash": prev})
+        note = notify.payload(head[0], [e for mine in events for e in mine])
+        move = stmt.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
+        return len(conn.execute(move, params).all()) == 1
+    return bool(run(conn, stmt, params).rowcount == 1)
+
+
+# The head moved only from where this process left it (ChainHead).
+MOVE_HEAD_FROM = Q.MOVE_HEAD.where(
+    Q.HEAD.c.seq == bindparam("p_from_seq"), Q.HEAD.c.hash == bindparam("p_from_hash")
+)
 
 
 def _checked(
