@@ -261,3 +261,67 @@ def test_the_delegations_of_one_reply_are_written_in_one_transaction(store: SqlS
         "Part 2",
         "Part 3",
     ]
+
+
+def test_a_settle_by_a_session_that_lost_its_task_changes_nothing(store: SqlStore) -> None:
+    root, kids = manager_with_reports(store, 2)
+    store.settle(root.id, "boss", Outcome.yielded())
+    store.settle(kids[0].id, "staff", Outcome.done("first"))
+    # The last report's lease is lost and another worker re-runs it.
+    store.release("staff", [kids[1].id], "lease lost")
+    assert [t.id for t in store.claim("successor", 1, 60)] == [kids[1].id]
+    before = store.get_task(kids[1].id)
+    head = store.events_after(0, limit=1000)[-1].seq
+    call = (
+        "tool_call",
+        kids[1].id,
+        "r1",
+        {
+            "tool": "files.list",
+            "allowed": True,
+            "ok": True,
+            "args_digest": "0" * 64,
+            "result_digest": "0" * 64,
+            "summary": "files.list",
+            "checked_seq": head,
+            "checked_at": 0.0,
+        },
+    )
+    for outcome in (Outcome.done("late"), Outcome.failed("late too")):
+        res = store.settle(kids[1].id, "staff", outcome, events=[call])
+        assert not res.applied and res.woke == []
+    # The row is the successor's, as it was; the manager still waits; only the calls the lost
+    # session made are recorded, marked as from a superseded run.
+    assert store.get_task(kids[1].id) == before
+    assert store.get_task(root.id).status == Status.WAITING
+    written = store.events_after(head, limit=1000)
+    assert [(e.kind, e.data.get("superseded")) for e in written] == [("tool_call", True)] * 2
+    # The successor's own settle goes through and wakes the manager.
+    res = store.settle(kids[1].id, "successor", Outcome.done("second"))
+    assert res.applied and res.woke == [root.id]
+    assert store.get_task(kids[1].id).result == "second"
+
+
+def test_a_settle_of_an_unknown_task_is_an_error(store: SqlStore) -> None:
+    from firm.errors import TaskNotFound
+
+    with pytest.raises(TaskNotFound):
+        store.settle("T-nope", "staff", Outcome.done("x"))
+
+
+def test_a_reply_repeating_a_delegation_creates_one_subtask(store: SqlStore) -> None:
+    root = store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    store.claim("w", 1, 60)
+    grant = {"scopes": ["files.read"], "limits": {"calls": 3}}
+    items = [
+        ([], NewTask("Build the API", "brief", "cto", "ceo", grant=grant)),
+        ([], NewTask("build the  API", "again", "cto", "ceo")),
+        ([], NewTask("Launch", "", "cmo", "ceo")),
+    ]
+    made = store.delegate_many(root.id, 0, items, worker_id="w")
+    assert [r.created for r in made] == [True, False, True]
+    assert made[1].task.id == made[0].task.id
+    # What a delegation returns is the row as stored.
+    for r in made:
+        assert store.get_task(r.task.id) == r.task
+    assert [t.title for t in store.children(root.id)] == ["Build the API", "Launch"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from firm.errors import TaskNotFound, TaskNotHeld
@@ -20,10 +20,19 @@ from firm.store.plans import open_plan
 from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
+from firm.store.transaction import Tx
 from firm.store.tree import TaskTree
 from firm.tasks import Outcome, Status, Task, delegation_key, subtask_id
 
 T = schema.tasks
+
+# The settle of a task that ended, guarded: it changes the row only while this worker holds it.
+SETTLE_ENDED_HELD = Q.SETTLE_ENDED.where(
+    T.c.status == str(Status.IN_PROGRESS), T.c.worker_id == bindparam("p_worker")
+)
+# A yielding task's open subtasks and calls waiting for a person, in one statement.
+YIELD_COUNTS = select(Q.OPEN_CHILDREN.scalar_subquery(), Q.PENDING_APPROVALS.scalar_subquery())
+BY_DEDUPE_KEYS = select(T).where(T.c.dedupe_key.in_(bindparam("keys", expanding=True)))
 
 
 class Delegation(TaskTree):
@@ -61,17 +70,23 @@ class Delegation(TaskTree):
                     parent = self._lock_task(tx, parent_id)
                     if parent is None:
                         raise TaskNotFound(parent_id)
+                    # Every key of the reply looked up at once; a key repeated within the
+                    # reply finds the task its first occurrence made.
+                    made = self._by_keys(tx.conn, keys)
+                    new_rows: list[dict[str, object]] = []
                     results: list[DelegateResult] = []
                     for (events, new), key in zip(items, keys, strict=True):
                         tx.pending.extend(events)  # written whichever way this goes
-                        existing = run(tx.conn, Q.BY_DEDUPE_KEY, {"key": key}).first()
+                        existing = made.get(key)
                         if existing is not None:
-                            results.append(DelegateResult(task_from_row(existing), created=False))
+                            results.append(DelegateResult(existing, created=False))
                             continue
                         _check_held(parent, worker_id)
-                        task = self._insert_task(
+                        row, task = self._task_row(
                             tx, subtask_id(key), parent.root_id, parent_id, new, key, len(results)
                         )
+                        new_rows.append(row)
+                        made[key] = task
                         tx.emit(
                             EventKind.DELEGATED,
                             task,
@@ -86,6 +101,7 @@ class Delegation(TaskTree):
                             **({"plan": new.plan} if new.plan else {}),
                         )
                         results.append(DelegateResult(task, created=True))
+                    self._insert_rows(tx, new_rows)
                 return results
             except IntegrityError:
                 continue  # lost a race to an identical delegation: read the winner's rows
@@ -107,41 +123,22 @@ class Delegation(TaskTree):
         `hand_over` (lease seconds), the woken task is claimed for this worker in the same
         transaction (store/handover.py) and returned in `claimed`."""
         with self._write() as tx:
+            if outcome.kind in ("done", "failed"):
+                held, after = self._settle_ended(tx, task_id, worker_id, outcome, events)
+                if not held:
+                    return SettleResult(False, after)
+                woke = self._wake_if_done(tx, after.parent_id)
+                claimed = claim_woken(tx, woke, worker_id, hand_over) if hand_over else []
+                return SettleResult(True, after, woke, claimed)
             task = self._lock_family(tx, task_id)
-            parent_id = task.parent_id
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
-                # Too late to settle (cancelled, or re-run elsewhere), but the calls the
-                # session made did run: their record stays, marked as from a superseded run.
-                tx.pending.extend(
-                    (kind, tid, agent, {**data, "superseded": True})
-                    for kind, tid, agent, data in events
-                )
-                return SettleResult(False, task)
+                return self._superseded(tx, task, events)
             tx.pending.extend(events)  # the session's own record comes before its outcome
             open_plan(tx, task, outcome)  # this turn's held delegations: one plan, or none
-            woke: list[str] = []
-            if outcome.kind in ("done", "failed"):
-                status = Status.DONE if outcome.kind == "done" else Status.FAILED
-                ended = {
-                    "p_id": task_id,
-                    "p_status": str(status),
-                    "p_result": outcome.result,
-                    "p_error": outcome.error,
-                    "p_files": json.dumps(list(outcome.files)),
-                    "p_now": tx.now,
-                }
-                after = task_from_row(run(tx.conn, Q.SETTLE_ENDED, ended).one())
-                if status == Status.DONE:
-                    tx.emit(
-                        EventKind.COMPLETED, task, result=outcome.result, files=list(outcome.files)
-                    )
-                else:
-                    tx.emit(EventKind.FAILED, task, error=outcome.error)
-                woke = self._wake_if_done(tx, parent_id)
-            elif outcome.kind == "yielded":
-                still_open = self._open_children(tx.conn, task_id)
+            woke = []
+            if outcome.kind == "yielded":
                 # A call waiting for a person holds the task like an open subtask does.
-                asked = run(tx.conn, Q.PENDING_APPROVALS, {"id": task_id}).scalar_one()
+                still_open, asked = run(tx.conn, YIELD_COUNTS, {"id": task_id}).one()
                 status = Status.WAITING if still_open or asked else Status.TODO
                 yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
                 after = task_from_row(run(tx.conn, Q.SETTLE_YIELDED, yielded).one())
@@ -160,6 +157,57 @@ class Delegation(TaskTree):
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
             claimed = claim_woken(tx, woke, worker_id, hand_over) if hand_over else []
         return SettleResult(True, after, woke, claimed)
+
+    def _settle_ended(
+        self, tx: Tx, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents
+    ) -> tuple[bool, Task]:
+        """A session's task done or failed: the holder check and the change are one UPDATE
+        (only the row still in progress under this worker changes), so a session that lost
+        its task changes nothing. Returns whether it was held, and the task."""
+        self._lock_parent(tx, task_id)  # PostgreSQL: parent before child
+        status = Status.DONE if outcome.kind == "done" else Status.FAILED
+        ended = {
+            "p_id": task_id,
+            "p_worker": worker_id,
+            "p_status": str(status),
+            "p_result": outcome.result,
+            "p_error": outcome.error,
+            "p_files": json.dumps(list(outcome.files)),
+            "p_now": tx.now,
+        }
+        row = run(tx.conn, SETTLE_ENDED_HELD, ended).first()
+        if row is None:
+            task = self._lock_task(tx, task_id)
+            if task is None:
+                raise TaskNotFound(task_id)
+            self._superseded(tx, task, events)
+            return False, task
+        # What the UPDATE left as it was (id, turn, assignee, run) is all the plan and the
+        # entries below read of the task.
+        after = task_from_row(row)
+        tx.pending.extend(events)  # the session's own record comes before its outcome
+        open_plan(tx, after, outcome)  # this turn's held delegations are cancelled, if any
+        if status == Status.DONE:
+            tx.emit(EventKind.COMPLETED, after, result=outcome.result, files=list(outcome.files))
+        else:
+            tx.emit(EventKind.FAILED, after, error=outcome.error)
+        return True, after
+
+    @staticmethod
+    def _superseded(tx: Tx, task: Task, events: PendingEvents) -> SettleResult:
+        """Too late to settle (cancelled, or re-run elsewhere), but the calls the session made
+        did run: their record stays, marked as from a superseded run."""
+        tx.pending.extend(
+            (kind, tid, agent, {**data, "superseded": True}) for kind, tid, agent, data in events
+        )
+        return SettleResult(False, task)
+
+    def _by_keys(self, conn: Connection, keys: list[str]) -> dict[str, Task]:
+        if len(keys) == 1:
+            rows = run(conn, Q.BY_DEDUPE_KEY, {"key": keys[0]}).all()
+        else:
+            rows = conn.execute(BY_DEDUPE_KEYS, {"keys": list(set(keys))}).all()
+        return {row.dedupe_key: task_from_row(row) for row in rows}
 
     @retrying
     def add_usage(

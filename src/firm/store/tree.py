@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Connection, literal, select
+from sqlalchemy import Connection, bindparam, insert, literal, select
 
 from firm.errors import TaskNotFound
 from firm.events import EventKind
@@ -14,13 +14,25 @@ from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import NewTask
 from firm.store.connection import SqlBase
-from firm.store.prepared import run
+from firm.store.prepared import run, run_many
 from firm.store.queries import OPEN_VALUES
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
-from firm.tasks import Status, Task
+from firm.tasks import Priority, Status, Task
 
 T = schema.tasks
+
+# The parent's row, locked, in one statement: the parent's id is read inside it. (PostgreSQL
+# locks only the outer query's rows, so the child is not locked here, before its parent.)
+_P = T.alias("p")
+LOCK_PARENT = (
+    select(T.c.id)
+    .where(T.c.id == select(_P.c.parent_id).where(_P.c.id == bindparam("id")).scalar_subquery())
+    .with_for_update(of=T)
+)
+# Without RETURNING: the row is what was bound, so the task is built from the values, and a
+# reply's delegations go in as one executemany.
+INSERT_TASK_ROW = insert(T).values({c.name: bindparam(f"p_{c.name}") for c in T.c})
 
 
 class TaskTree(SqlBase):
@@ -44,6 +56,13 @@ class TaskTree(SqlBase):
         if task is None:
             raise TaskNotFound(task_id)
         return task
+
+    def _lock_parent(self, tx: Tx, task_id: str) -> None:
+        """Before a write that changes a task by its id alone (a settle's guarded UPDATE): on
+        PostgreSQL the parent's row, so the lock order stays parent before child. SQLite's
+        transaction holds the whole file."""
+        if tx.locking:
+            run(tx.conn, LOCK_PARENT, {"id": task_id}).first()
 
     def _open_children(self, conn: Connection, parent_id: str) -> int:
         return run(conn, Q.OPEN_CHILDREN, {"id": parent_id}).scalar_one()
@@ -103,40 +122,85 @@ class TaskTree(SqlBase):
         parent_id: str | None,
         new: NewTask,
         dedupe_key: str | None,
-        order: int = 0,
     ) -> Task:
+        values, task = self._task_row(tx, task_id, root_id, parent_id, new, dedupe_key)
+        self._insert_rows(tx, [values])
+        return task
+
+    def _insert_rows(self, tx: Tx, rows: list[dict[str, object]]) -> None:
+        """Task rows made by `_task_row`, in one statement (an executemany)."""
+        if rows:
+            run_many(tx.conn, INSERT_TASK_ROW, rows)
+
+    def _task_row(
+        self,
+        tx: Tx,
+        task_id: str,
+        root_id: str,
+        parent_id: str | None,
+        new: NewTask,
+        dedupe_key: str | None,
+        order: int = 0,
+    ) -> tuple[dict[str, object], Task]:
+        """A new task's row (its bound values) and the task it is."""
         # The n-th task a transaction creates is n microseconds younger than the first: tasks
         # delegated together (one model reply) keep their order on the board and in the queue.
         created = tx.now + order * 1e-6
-        values = {
-            "id": task_id,
-            "root_id": root_id,
-            "parent_id": parent_id,
-            "title": new.title,
-            "description": new.description,
-            "status": str(Status.TODO),
-            "assignee": new.assignee,
-            "created_by": new.created_by,
-            "priority": int(new.priority),
-            "language": new.language,
-            "result": None,
-            "files": "[]",
-            "error": None,
-            "created_at": created,
-            "updated_at": tx.now,
-            "started_at": None,
-            "finished_at": None,
-            "turn": 0,
-            "attempts": 0,
-            "dedupe_key": dedupe_key,
-            "grant": json.dumps(new.grant) if new.grant is not None else None,
-            "revoked": False,
-            "worker_id": None,
-            "lease_expires_at": None,
-            "calls": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "held_by_plan": new.plan,
+        grant = json.dumps(new.grant) if new.grant is not None else None
+        task = Task(
+            id=task_id,
+            root_id=root_id,
+            parent_id=parent_id,
+            title=new.title,
+            description=new.description,
+            status=Status.TODO,
+            assignee=new.assignee,
+            created_by=new.created_by,
+            priority=Priority(int(new.priority)),
+            language=new.language,
+            result=None,
+            files=(),
+            error=None,
+            created_at=created,
+            updated_at=tx.now,
+            started_at=None,
+            finished_at=None,
+            turn=0,
+            attempts=0,
+            grant=json.loads(grant) if grant is not None else None,
+            revoked=False,
+            worker_id=None,
+            lease_expires_at=None,
+            usage={"calls": 0, "prompt_tokens": 0, "completion_tokens": 0},
+        )
+        values: dict[str, object] = {
+            "p_id": task_id,
+            "p_root_id": root_id,
+            "p_parent_id": parent_id,
+            "p_title": new.title,
+            "p_description": new.description,
+            "p_status": str(Status.TODO),
+            "p_assignee": new.assignee,
+            "p_created_by": new.created_by,
+            "p_priority": int(new.priority),
+            "p_language": new.language,
+            "p_result": None,
+            "p_files": "[]",
+            "p_error": None,
+            "p_created_at": created,
+            "p_updated_at": tx.now,
+            "p_started_at": None,
+            "p_finished_at": None,
+            "p_turn": 0,
+            "p_attempts": 0,
+            "p_dedupe_key": dedupe_key,
+            "p_grant": grant,
+            "p_revoked": False,
+            "p_worker_id": None,
+            "p_lease_expires_at": None,
+            "p_calls": 0,
+            "p_prompt_tokens": 0,
+            "p_completion_tokens": 0,
+            "p_held_by_plan": new.plan,
         }
-        row = run(tx.conn, Q.INSERT_TASK, {f"p_{k}": v for k, v in values.items()}).one()
-        return task_from_row(row)
+        return values, task
