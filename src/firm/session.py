@@ -7,9 +7,8 @@ on. Only cancellation interrupts a brain, by raising SessionCancelled at its nex
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,13 +25,14 @@ from firm.clock import SYSTEM_CLOCK, Clock
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.events import EventKind
 from firm.org import AgentSpec, ApprovalNeed, OrgChart
-from firm.store.approvals import Approval, approval_outcome
+from firm.store.approvals import approval_outcome
 from firm.store.base import Event, NewTask, Store
 from firm.store.plans import plan_id, plan_of_turn
 from firm.store.questions import question_outcome
 from firm.tasks import Outcome, Priority, Status, Task, delegation_key, subtask_id
 from firm.tools.arguments import canonical_arguments
 from firm.tools.builtin import COMPLETE
+from firm.tools.invoke import run_coroutine, summary, to_text
 from firm.tools.registry import ToolContext, ToolDef, ToolRegistry
 from firm.tools.workspace import Workspace
 
@@ -123,6 +123,9 @@ class Session(ToolContext):
         # Delegations waiting to be written together (batch_delegations), each with the
         # entries deferred before it.
         self._batch: list[tuple[PendingEntries, NewTask]] | None = None
+        # The ancestors' ids and grant expiries, read once (a grant never changes); later
+        # checks read only this task's row (Reads.task_at_head).
+        self._ancestors: tuple[tuple[str, float | None], ...] | None = None
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -181,7 +184,7 @@ class Session(ToolContext):
         return [e for e in events if e.task_id in run]
 
     def log(self, kind: str, data: Mapping[str, Any]) -> None:
-        self.store.append_events([(kind, self.task.id, self.agent_id, recordable.data(data))])
+        self._write_with_owed([(kind, self.task.id, self.agent_id, recordable.data(data))])
 
     def give_up(self, reason: str) -> None:
         if self.outcome is not None:
@@ -208,6 +211,9 @@ class Session(ToolContext):
         return False
 
     def check_cancelled(self) -> None:
+        # Brains call this between steps, before each model call: the moment a finished
+        # call's result, still owed to the log, must reach it (flush_owed).
+        self.flush_owed()
         if self.cancelled:
             self._cancel.set()
             raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
@@ -218,6 +224,8 @@ class Session(ToolContext):
 
     def sleep(self, seconds: float) -> None:
         """Wait, waking at once if the task is cancelled."""
+        if seconds > 0:
+            self.flush_owed()  # a session that waits owes the log nothing meanwhile
         if seconds > 0 and self._cancel.wait(seconds):
             raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
 
@@ -229,7 +237,7 @@ class Session(ToolContext):
             return
         self.last_text = text
         text = recordable.text(text, THOUGHT_LIMIT)
-        self.store.append_events([(EventKind.THOUGHT, self.task.id, self.agent_id, {"text": text})])
+        self._write_with_owed([(EventKind.THOUGHT, self.task.id, self.agent_id, {"text": text})])
 
     def stream(self, text: str) -> None:
         streams.publish(self.store, self.agent_id, self.task_id, text)
@@ -268,13 +276,26 @@ class Session(ToolContext):
 
     def standing(self) -> tuple[Standing, Task]:
         """Read, at one moment, what bounds this task: its lineage's expiry and revocation,
-        its budget; and the log's head, which places the check in the audit trail."""
-        head, lineage = self.store.lineage(self.task.id)
-        fresh = lineage[0]
-        links = []
-        for t in lineage:
-            grant = self.company.grant_of(t)
-            links.append(Link(t.id, grant.expires_at, t.revoked))
+        its budget; and the log's head, which places the check in the audit trail.
+
+        The first check reads the lineage; later ones only the task's own row with the head
+        (one seek): grants are fixed, and a cancel or revoke of any ancestor stamps this row
+        too, so the row alone says whether the task still stands."""
+        if self._ancestors is None:
+            head, lineage = self.store.lineage(self.task.id)
+            fresh = lineage[0]
+            self._ancestors = tuple(
+                (t.id, self.company.grant_of(t).expires_at) for t in lineage[1:]
+            )
+            revoked = [t.revoked for t in lineage]
+        else:
+            head, fresh = self.store.task_at_head(self.task.id)
+            revoked = [fresh.revoked] + [False] * len(self._ancestors)
+        links = [Link(self.task.id, self.grant.expires_at, revoked[0])]
+        links += [
+            Link(aid, expires, gone)
+            for (aid, expires), gone in zip(self._ancestors, revoked[1:], strict=True)
+        ]
         standing = Standing(
             task_id=self.task.id,
             agent=self.agent_id,
@@ -298,9 +319,11 @@ class Session(ToolContext):
         tool = self.company.registry.find(name) if len(name) <= MAX_TOOL_NAME else None
         if self.outcome is not None:
             return self._refuse_after_end(tool.name if tool is not None else name)
-        if tool is None or not tool.lifecycle:
-            # Entries still waiting go first, so this call's check is placed after them.
-            self.flush_deferred()
+        if self._batch and (tool is None or not tool.lifecycle):
+            # The reply's delegations go first: their subtasks' budgets are reserved before
+            # this call's check reads what is left. Other entries still owed ride this
+            # call's own write (its start, or its refusal).
+            self._flush_delegations()
         standing, fresh = self.standing()
         revoked = any(link.revoked for link in standing.lineage)
         if not revoked:
@@ -315,7 +338,7 @@ class Session(ToolContext):
         try:
             canonical = canonical_arguments(tool.model_name, arguments)
             args, given = tool.parse(canonical)
-            record = _Record.prepare(tool, args, given, standing)
+            record = CallRecord.prepare(tool, args, given, standing)
         except ToolError as exc:
             return self._refuse(tool.name, str(exc))
         denial = self.company.check(standing, tool, args, given)
@@ -327,11 +350,11 @@ class Session(ToolContext):
             if need is not None:
                 return self._ask_approval(tool, canonical, record, need)
         started = None if tool.lifecycle else self._log_started(record)
-        content, ok = self._run_body(tool, args)
+        content, ok = self.run_body(tool, args)
         self._log_call(tool, record, content, ok, started)
         return ToolResult(ok, content)
 
-    def _log_started(self, record: _Record) -> int:
+    def _log_started(self, record: CallRecord) -> int:
         """Write-ahead: the call's record is committed before its body runs, so no body runs
         unrecorded — not even one whose session is killed, or whose store fails, before the
         result can be written. A store that cannot take the record stops the call here."""
@@ -340,7 +363,7 @@ class Session(ToolContext):
         )[-1:]
         return started.seq
 
-    def _run_body(self, tool: ToolDef, args: dict[str, Any]) -> tuple[str, bool]:
+    def run_body(self, tool: ToolDef, args: dict[str, Any]) -> tuple[str, bool]:
         """The body, after its check; what the model is given back is what the log's digest
         covers."""
         try:
@@ -349,8 +372,8 @@ class Session(ToolContext):
                 kwargs[tool.context_param] = self
             value = tool.fn(**kwargs)
             if tool.is_async:
-                value = _run_coroutine(value)
-            content = value if isinstance(value, str) else _to_text(value)
+                value = run_coroutine(value)
+            content = value if isinstance(value, str) else to_text(value)
             ok = True
         except SessionCancelled:
             raise
@@ -365,7 +388,7 @@ class Session(ToolContext):
     # --- calls that wait for a person ----------------------------------------------------
 
     def _ask_approval(
-        self, tool: ToolDef, canonical: dict[str, Any], record: _Record, need: ApprovalNeed
+        self, tool: ToolDef, canonical: dict[str, Any], record: CallRecord, need: ApprovalNeed
     ) -> ToolResult:
         """A granted call the chart puts before a person: recorded with its exact arguments,
         its body not run; the session's turn ends and the task waits holding no worker."""
@@ -401,79 +424,6 @@ class Session(ToolContext):
             "denied.",
         )
 
-    def _finish_refused(self, approval: Approval, name: str, message: str) -> None:
-        entry = (EventKind.TOOL_ERROR, self.task_id, self.agent_id, _refusal(name, message))
-        self.store.finish_approved(approval.id, self.worker_id, f"error: {message}", False, [entry])
-
-    def run_approved(self) -> None:
-        """Before the brain starts: run this task's approved calls, each exactly once, with
-        exactly the arguments that were approved. Each is claimed in the store before its
-        body runs; a claim an earlier session left without a result is reported as "may have
-        run" (by the brief), never run again."""
-        claimed, _lost = self.store.claim_approved(self.task_id, self.worker_id)
-        for approval in claimed:
-            self._run_approved(approval)
-
-    def _run_approved(self, approval: Approval) -> None:
-        tool = self.company.registry.find(approval.tool)
-        if tool is None:
-            message = f"{approval.tool} is no longer among the company's tools; it did not run"
-            entry = (
-                EventKind.TOOL_ERROR,
-                self.task_id,
-                self.agent_id,
-                _refusal(approval.tool, message),
-            )
-            self.store.finish_approved(
-                approval.id, self.worker_id, f"error: {message}", False, [entry]
-            )
-            return
-        standing, _ = self.standing()
-        try:
-            args, given = tool.parse(dict(approval.args))
-            record = _Record.prepare(tool, args, given, standing)
-        except ToolError as exc:
-            message = f"the approved arguments no longer fit {tool.name}: {exc}"
-            entry = (
-                EventKind.TOOL_ERROR,
-                self.task_id,
-                self.agent_id,
-                _refusal(tool.name, message),
-            )
-            self.store.finish_approved(
-                approval.id, self.worker_id, f"error: {message}", False, [entry]
-            )
-            return
-        # The authority check runs again: a grant that expired or was revoked while the call
-        # waited stops it here, approval or not.
-        denial = self.company.check(standing, tool, args, given)
-        if denial is not None or record.data["args_digest"] != approval.args_digest:
-            reason = str(denial) if denial is not None else "the arguments changed"
-            data = {
-                **record.data,
-                "allowed": False,
-                "code": denial.code if denial is not None else "approval_mismatch",
-                "reason": recordable.text(reason),
-                "approval": approval.id,
-            }
-            entry = (EventKind.TOOL_DENIED, self.task_id, self.agent_id, data)
-            self.store.finish_approved(
-                approval.id, self.worker_id, f"error: {reason}", False, [entry]
-            )
-            return
-        content, ok = self._run_body(tool, args)
-        data = {
-            **record.data,
-            "allowed": True,
-            "ok": ok,
-            "result_digest": digest(content),
-            "approval": approval.id,
-        }
-        if not ok:
-            data["error"] = content[:500]
-        entry = (EventKind.TOOL_CALL, self.task_id, self.agent_id, data)
-        self.store.finish_approved(approval.id, self.worker_id, content, ok, [entry])
-
     def _stop_if_cancelled(self, fresh: Task) -> None:
         if fresh.status == Status.IN_PROGRESS and fresh.worker_id != self.worker_id:
             self.cancel_reason = f"task {self.task.id} was handed to another worker"
@@ -486,7 +436,7 @@ class Session(ToolContext):
             raise SessionCancelled(self.cancel_reason or f"task {self.task.id} was cancelled")
 
     def _refuse(self, name: str, message: str) -> ToolResult:
-        entry = (EventKind.TOOL_ERROR, self.task.id, self.agent_id, _refusal(name, message))
+        entry = (EventKind.TOOL_ERROR, self.task.id, self.agent_id, refusal(name, message))
         self._write_events([entry])
         return ToolResult(False, f"error: {recordable.text(message)}")
 
@@ -504,12 +454,12 @@ class Session(ToolContext):
                 "calls after it are not run (make them again when you are woken)"
             )
         self._deferred.append(
-            (EventKind.TOOL_ERROR, self.task.id, self.agent_id, _refusal(name, message))
+            (EventKind.TOOL_ERROR, self.task.id, self.agent_id, refusal(name, message))
         )
         return ToolResult(False, f"error: {message}")
 
     def _log_call(
-        self, tool: ToolDef, record: _Record, content: str, ok: bool, started: int | None
+        self, tool: ToolDef, record: CallRecord, content: str, ok: bool, started: int | None
     ) -> None:
         data = {
             **record.data,
@@ -522,12 +472,16 @@ class Session(ToolContext):
         if not ok:
             data["error"] = content[:500]
         entry = (EventKind.TOOL_CALL, self.task.id, self.agent_id, data)
-        if tool.lifecycle and ok:
-            self._deferred.append(entry)
-        else:
+        if tool.lifecycle and not ok:
             self._write_events([entry])
+        else:
+            # Owed: written with the session's next write — the next call's start, a
+            # delegation, a thought, the settle — or before its next model call or wait
+            # (flush_owed). A crash before then leaves the start unanswered, as a crash
+            # during the body does: the next session answers it as interrupted.
+            self._deferred.append(entry)
 
-    def _log_denial(self, tool: ToolDef, record: _Record, denial: Denial) -> None:
+    def _log_denial(self, tool: ToolDef, record: CallRecord, denial: Denial) -> None:
         data = {
             **record.data,
             "allowed": False,
@@ -723,15 +677,36 @@ class Session(ToolContext):
         deferred, self._deferred = self._deferred, []
         return deferred
 
-    def flush_deferred(self) -> None:
-        if self._deferred or self._batch:
+    def _owes(self) -> bool:
+        """Entries that may be written ahead of the session's next store write: not while a
+        batch of delegations waits (they come after it), nor once the session has ended
+        (the ending's entry rides the settle, with its effect)."""
+        return bool(self._deferred) and not self._batch and self.outcome is None
+
+    def flush_owed(self) -> None:
+        """Write the finished calls' entries still owed to the log, so people watching see
+        them before the session goes quiet (a model call, a wait)."""
+        if self._owes():
             self._write_events([])
 
-    def _write_events(
-        self, entries: list[tuple[str, str | None, str | None, dict[str, Any]]]
-    ) -> list[Event]:
-        pending = self.take_deferred() + entries
-        return self.store.append_events(pending) if pending else []
+    def _write_with_owed(self, entries: PendingEntries) -> None:
+        """A thought or activity entry: after the entries owed, when they may be written."""
+        if self._owes():
+            self._write_events(entries)
+        else:
+            self.store.append_events(entries)
+
+    def _write_events(self, entries: PendingEntries) -> list[Event]:
+        taken = self.take_deferred()
+        pending = taken + entries
+        if not pending:
+            return []
+        try:
+            return self.store.append_events(pending)
+        except BaseException:
+            # Nothing was written: what was owed is still owed (the settle may carry it).
+            self._deferred = taken + self._deferred
+            raise
 
     def wrote_file(self, path: str) -> None:
         if path not in self.files_written:
@@ -763,7 +738,7 @@ class Session(ToolContext):
 
 
 @dataclass(frozen=True)
-class _Record:
+class CallRecord:
     """A call's log entry as far as it is known before the body runs: proven recordable then,
     so nothing after the body can fail to log it for want of an encodable value."""
 
@@ -772,14 +747,14 @@ class _Record:
     @classmethod
     def prepare(
         cls, tool: ToolDef, args: dict[str, Any], given: frozenset[str], standing: Standing
-    ) -> _Record:
+    ) -> CallRecord:
         try:
             # Validated values may be richer than JSON (a date, a path): hashed as JSON.
             plain = to_jsonable_python(args)
             data: dict[str, Any] = {
                 "tool": tool.name,
                 "args_digest": digest(plain),
-                "summary": recordable.text(_summary(tool, plain)),
+                "summary": recordable.text(summary(tool, plain)),
                 # What the audit verifier needs to re-decide the call: where the check stood
                 # in the log, when it ran, and each limited argument with its ceiling.
                 "checked_seq": standing.checked_seq,
@@ -799,50 +774,8 @@ class _Record:
         return cls(data)
 
 
-def _refusal(name: str, message: str) -> dict[str, Any]:
+def refusal(name: str, message: str) -> dict[str, Any]:
     return {
         "tool": recordable.text(name)[:MAX_TOOL_NAME],
         "error": recordable.text(message, 2000),
     }
-
-
-def _run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run an async tool to completion, also when the brain itself runs inside an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    t = threading.Thread(target=run, name="firm-async-tool")
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _to_text(value: Any) -> str:
-    import json
-
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _summary(tool: ToolDef, args: dict[str, Any]) -> str:
-    """A short, human line for the activity feed (the digest is what the audit relies on)."""
-    if tool.name.startswith("files."):
-        return str(args.get("path", "."))[:200]
-    if tool.name == "delegate_task":
-        return f"{args.get('assignee')}: {str(args.get('title'))[:150]}"
-    if tool.name in ("complete_task", "fail_task"):
-        return str(args.get("result") or args.get("reason") or "")[:200]
-    return ", ".join(f"{k}={str(v)[:40]}" for k, v in list(args.items())[:4])

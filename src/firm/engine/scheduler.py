@@ -31,6 +31,7 @@ from firm.audit.checkpoint import Checkpointer
 from firm.authority.grants import GrantRequest
 from firm.brains import Brain
 from firm.clock import SYSTEM_CLOCK, Clock
+from firm.engine.approved import run_approved
 from firm.engine.brief import build_brief
 from firm.engine.company import Company
 from firm.engine.interrupted import answer_interrupted, describe_interrupted, is_first_session
@@ -511,7 +512,7 @@ class Engine:
             # (or claims an earlier session left unfinished) takes a write transaction.
             asked, questions = ([], []) if first else self.store.requests(task.id)
             if any(a.status in CLAIMABLE for a in asked):
-                session.run_approved()
+                run_approved(session)
                 asked, questions = self.store.requests(task.id)
             cut_off = answer_interrupted(self.store, task)
             brief = build_brief(

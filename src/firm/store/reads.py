@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from firm.errors import TaskNotFound
 from firm.store import queries as Q
@@ -16,6 +16,16 @@ from firm.store.tree import TaskTree
 from firm.tasks import Status, Task
 
 T = schema.tasks
+
+# A task's row with the log's head in the same statement (one snapshot): the check before
+# each tool call after a session's first (see task_at_head).
+_TASK_AT_HEAD = select(
+    T,
+    select(schema.chain_head.c.seq)
+    .where(schema.chain_head.c.id == 1)
+    .scalar_subquery()
+    .label("head_seq"),
+).where(T.c.id == bindparam("id"))
 
 
 class Reads(TaskTree):
@@ -46,6 +56,20 @@ class Reads(TaskTree):
         if not rows:
             raise TaskNotFound(task_id)
         return rows[0]._mapping["head_seq"], [task_from_row(r) for r in rows]
+
+    @retrying
+    def task_at_head(self, task_id: str) -> tuple[int, Task]:
+        """The log's head seq and the task's row, read in one statement (one snapshot).
+
+        Enough, after a first lineage read, to know a task still stands: cancel and revoke
+        stamp every row of the subtree they end, so an ancestor's revocation or cancel shows
+        on this row too, and grants (hence expiries) do not change once a task exists.
+        """
+        with self._read() as conn:
+            row = run(conn, _TASK_AT_HEAD, {"id": task_id}).first()
+        if row is None:
+            raise TaskNotFound(task_id)
+        return row._mapping["head_seq"], task_from_row(row)
 
     @retrying
     def children(self, task_id: str) -> list[Task]:
