@@ -16,7 +16,8 @@ Three checks, each with a verdict (PASS, FAIL, or SKIP when it could not run):
   any ancestor was revoked — the cascade recomputed from the tree, not read from the log —,
   before the node ended, and before any of their grants expired. Where a check stood in the
   log is what the call's entry says (checked_seq: the head when the check read the state),
-  but never earlier than the node's previous entry: its session had seen that one.
+  but never earlier than the node's previous entry (for a call with a write-ahead start, the
+  entry before its start): its session had seen that one.
 
 Budgets are carved at delegation and checked by monotonicity; token usage is not in the log,
 so spending within a budget is not something a bundle can prove.
@@ -415,11 +416,18 @@ def _containment(
     problems: list[str] = []
     allowed = denied = 0
     last_seen: dict[str, int] = {}
+    # A call answering a write-ahead start was checked before it: its session saw the entries
+    # before the start (its result may be written later, after a cancel that came meanwhile).
+    before_start: dict[int, int | None] = {}
     for e in entries:
         tid = e.task_id
         previous = last_seen.get(tid) if tid is not None else None
         if tid is not None:
             last_seen[tid] = e.seq
+        if e.kind == EventKind.TOOL_STARTED:
+            before_start[e.seq] = previous
+        started = (e.data or {}).get("started_seq") if e.kind == EventKind.TOOL_CALL else None
+        previous = before_start.get(started, previous) if isinstance(started, int) else previous
         if tid not in tree or e.data is None:
             continue
         if e.kind == EventKind.TOOL_DENIED:
