@@ -4,16 +4,24 @@ Every path is checked before use: no absolute paths, no `..` that climbs out, no
 the way that points outside, no device files or FIFOs, no NUL bytes, bounded names, sizes and
 file counts. Writes go to a temporary file in the same folder and are renamed into place, so
 a crash never leaves half a file.
+
+Durability follows the store's by default: SQLite in WAL with synchronous=NORMAL does not
+fsync each commit, so a commit survives the process being killed (the kernel's page cache
+keeps it) but not the machine losing power. A write here is the same: a kill -9 at any point
+leaves the old file or the new one, and the file is not flushed to disk. `sync=True` (or
+FIRM_WORKSPACE_SYNC=1 in the environment) flushes the file and its folder before the write
+returns, for a store that does fsync each commit (SQLite with synchronous=FULL, a PostgreSQL
+with fsync on) and a deliverable that must outlive a power cut with it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import posixpath
 import stat
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +40,26 @@ class Limits:
     max_list_entries: int = 2000
 
 
+SYNC_ENV = "FIRM_WORKSPACE_SYNC"
+# Temporary names: unique within the process by the counter, across processes by the pid;
+# O_EXCL refuses a name a crashed process left behind, and the next number is tried.
+_TMP_SEQ = itertools.count()
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def sync_from_env() -> bool:
+    return os.environ.get(SYNC_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 class Workspace:
-    def __init__(self, root: str | Path, limits: Limits | None = None):
+    def __init__(self, root: str | Path, limits: Limits | None = None, sync: bool | None = None):
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        self._root = str(self.root)
+        self._prefix = self._root.rstrip("/") + "/"
         self.limits = limits or Limits()
+        # Flush each write (file and folder) to disk before it returns; see the module's note.
+        self.sync = sync_from_env() if sync is None else sync
         self._count_lock = threading.Lock()
         self._file_count: int | None = None
 
@@ -155,13 +178,18 @@ class Workspace:
                 f"the content is {len(data)} bytes, over the write limit of "
                 f"{self.limits.max_write_bytes}"
             )
-        target = self.resolve(path)
-        if target == self.root:
-            raise WorkspaceError("cannot write to the workspace folder itself; name a file")
-        try:
-            st = os.lstat(target)
-        except FileNotFoundError:
-            st = None
+        plain = self._plain(path)
+        if plain is not None:
+            target, st = plain
+        else:
+            resolved = self.resolve(path)
+            if resolved == self.root:
+                raise WorkspaceError("cannot write to the workspace folder itself; name a file")
+            target = str(resolved)
+            try:
+                st = os.lstat(target)
+            except FileNotFoundError:
+                st = None
         if st is not None and not stat.S_ISREG(st.st_mode):
             raise WorkspaceError(f"{path!r} exists and is not a regular file")
         if st is None:
@@ -174,28 +202,75 @@ class Workspace:
             raise
         return len(data)
 
-    def _write_atomically(self, path: str, target: Path, data: bytes) -> None:
-        """A temporary file beside the target, flushed to disk, renamed over it: a reader or a
-        crash sees the old file or the new one, never half of one."""
-        parent = target.parent
+    def _plain(self, path: str) -> tuple[str, os.stat_result | None] | None:
+        """The common case, in strings and one lstat a level: a path under the root whose
+        folders all exist and none is a symlink. Returns the target and its lstat (None: no
+        file yet), or None for anything else (a symlink on the way, a missing folder, the
+        root itself), which takes `resolve`'s general path."""
+        norm = self.relative(path)
+        if norm == ".":
+            return None
+        parts = norm.split("/")
+        current = self._root.rstrip("/")
+        st: os.stat_result | None = None
+        for i, part in enumerate(parts):
+            current = f"{current}/{part}"
+            try:
+                st = os.lstat(current)
+            except FileNotFoundError:
+                # A missing file is a new one; a missing folder is made the long way.
+                return (current, None) if i == len(parts) - 1 else None
+            except NotADirectoryError:
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                return None
+        return current, st
+
+    def _inside(self, folder: str, path: str) -> bool:
+        """Whether a folder's real path is inside the workspace: checked again after the
+        folders are made, since another writer may have swapped one for a symlink since the
+        path was resolved. A walk of lstats from the root; a symlink met on it is followed."""
+        if folder == self._root:
+            return True
+        if not folder.startswith(self._prefix):
+            return _real(Path(folder), path).is_relative_to(self.root)
+        current = self._root.rstrip("/")
+        for part in folder[len(self._prefix) :].split("/"):
+            current = f"{current}/{part}"
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return _real(Path(folder), path).is_relative_to(self.root)
+        return True
+
+    def _write_atomically(self, path: str, target: str, data: bytes) -> None:
+        """A temporary file beside the target, renamed over it: a reader or a killed process
+        sees the old file or the new one, never half of one (the rename is atomic, and the
+        data is in the page cache before it). With `sync`, the file is flushed to disk before
+        the rename and the folder after it, so a power cut cannot undo or tear it either."""
+        parent = os.path.dirname(target)
         try:
-            parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
-        if not _real(parent, path).is_relative_to(self.root):
+        if not self._inside(parent, path):
             raise WorkspaceError(f"{path!r} leaves the workspace")
-        fd, tmp = tempfile.mkstemp(prefix=".firm-", suffix=".tmp", dir=parent)
+        fd, tmp = _temporary(parent)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-                os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would hide deliverables
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, 0o644)  # what umask left may hide a deliverable from its readers
+                if self.sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
+        if self.sync:
+            _sync_folder(parent)
 
     def list(self, path: str = ".") -> list[str]:
         """Files under a folder, as workspace paths, folders first level marked with '/'."""
@@ -248,6 +323,24 @@ class Workspace:
         with self._count_lock:
             if self._file_count:
                 self._file_count -= 1
+
+
+def _temporary(folder: str) -> tuple[int, str]:
+    pid = os.getpid()
+    while True:
+        tmp = f"{folder}/.firm-{pid}-{next(_TMP_SEQ)}.tmp"
+        try:
+            return os.open(tmp, _TMP_FLAGS, 0o644), tmp
+        except FileExistsError:
+            continue
+
+
+def _sync_folder(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _real(path: Path, shown: str) -> Path:

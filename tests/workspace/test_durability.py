@@ -1,0 +1,73 @@
+"""What a write leaves behind: the old file or the new one, whole, even when the writing
+process is killed at any moment; and the setting that flushes each write to disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from firm.tools.workspace import SYNC_ENV, Workspace
+
+# Rewrites one file for ever, alternating two contents of a few hundred kilobytes (big enough
+# that a write takes several system calls), and a new file each round.
+WRITER = """
+import sys
+from firm.tools.workspace import Workspace
+ws = Workspace(sys.argv[1], sync=sys.argv[2] == "1")
+a, b = "A" * 300_000, "B" * 300_000
+ws.write("report.md", a)
+print("ready", flush=True)
+i = 0
+while True:
+    ws.write("report.md", b if i % 2 else a)
+    ws.write(f"rounds/{i % 50}.md", str(i) * 1000)
+    i += 1
+"""
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["default", "sync"])
+def test_a_killed_writer_leaves_every_file_old_or_new_never_torn(
+    tmp_path: Path, sync: bool
+) -> None:
+    root = tmp_path / "ws"
+    for round_ in range(5):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root), "1" if sync else "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(0.05 * (round_ + 1))  # a different moment each round, not a deadline
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        assert (root / "report.md").read_text() in ("A" * 300_000, "B" * 300_000)
+        for f in (root / "rounds").glob("*.md"):
+            text = f.read_text()
+            n = len(text) // 1000
+            assert text and text == text[:n] * 1000, f  # one round's number, whole
+        # A temporary file the kill left behind is no file of the workspace.
+        listed = Workspace(root).list()
+        assert all(not Path(p).name.startswith(".firm-") for p in listed)
+
+
+def test_durability_follows_the_store_unless_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SYNC_ENV, raising=False)
+    assert Workspace(tmp_path / "a").sync is False  # as SQLite's synchronous=NORMAL
+    monkeypatch.setenv(SYNC_ENV, "1")
+    ws = Workspace(tmp_path / "b")
+    assert ws.sync is True
+    assert Workspace(tmp_path / "c", sync=False).sync is False  # an explicit choice wins
+    ws.write("deep/er/plan.md", "# plan")
+    ws.write("deep/er/plan.md", "# plan, revised")
+    assert ws.read("deep/er/plan.md") == "# plan, revised"
+    assert oct(os.stat(ws.root / "deep" / "er" / "plan.md").st_mode & 0o777) == "0o644"
+    assert ws.list() == ["deep/er/plan.md"]
