@@ -8,11 +8,13 @@ Latency per turn and seeded failure injection let tests and benchmarks shape a r
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from firm.authority.grants import may_call
 from firm.errors import FirmError
 from firm.tasks import Status, normalise_title
 
@@ -52,10 +54,15 @@ ROLES: list[tuple[str, str]] = [
 
 
 _AREAS = frozenset(area for _, area in ROLES)
+_COMPILED = [(re.compile(pattern), area) for pattern, area in ROLES]
 
 
 def _may_write(session: Session) -> bool:
-    return any(t.name == "files.write" for t in session.tools())
+    """Whether files.write is among the session's tools: the company has it and the task's
+    grant and the agent's own tools allow it (the test `tools()` makes for each tool)."""
+    if session.find_tool("files.write") is None:
+        return False
+    return may_call(session.grant, session.org, session.task.assignee, "files.write")
 
 
 # A failure travels up the tree; each level quotes only the first reason, cut short, so the
@@ -74,11 +81,17 @@ def failure_summary(failed: list[Task]) -> str:
 
 
 def work_area(agent: AgentSpec) -> str:
-    title = agent.title.lower()
-    for pattern, area in ROLES:
-        if re.search(pattern, title):
+    return _area_of(agent.title)
+
+
+@functools.lru_cache(maxsize=1024)
+def _area_of(title: str) -> str:
+    # A company has a few dozen titles; each is matched once, not at every turn.
+    lowered = title.lower()
+    for pattern, area in _COMPILED:
+        if pattern.search(lowered):
             return area
-    return f"{agent.title} deliverable"
+    return f"{title} deliverable"
 
 
 def slug(text: str, limit: int = 48) -> str:

@@ -88,7 +88,7 @@ class Workspace:
             raise WorkspaceError(
                 f"{path!r} is nested {len(parts)} deep; the limit is {self.limits.max_depth}"
             )
-        for part in parts:
+        for part in norm.split("/"):
             if len(part.encode()) > self.limits.max_name_length:
                 raise WorkspaceError(
                     f"a name in {path!r} is longer than {self.limits.max_name_length} bytes"
@@ -203,23 +203,23 @@ class Workspace:
         return len(data)
 
     def _plain(self, path: str) -> tuple[str, os.stat_result | None] | None:
-        """The common case, in strings and one lstat a level: a path under the root whose
-        folders all exist and none is a symlink. Returns the target and its lstat (None: no
-        file yet), or None for anything else (a symlink on the way, a missing folder, the
-        root itself), which takes `resolve`'s general path."""
+        """The common case, in strings and one lstat a level: a path under the root with no
+        symlink on the way. Returns the target and its lstat (None: no file yet, its folders
+        perhaps not either), or None for anything else (a symlink, a file where a folder
+        should be, the root itself), which takes `resolve`'s general path."""
         norm = self.relative(path)
         if norm == ".":
             return None
-        parts = norm.split("/")
         current = self._root.rstrip("/")
         st: os.stat_result | None = None
-        for i, part in enumerate(parts):
+        for part in norm.split("/"):
             current = f"{current}/{part}"
             try:
                 st = os.lstat(current)
             except FileNotFoundError:
-                # A missing file is a new one; a missing folder is made the long way.
-                return (current, None) if i == len(parts) - 1 else None
+                # Nothing exists below a missing name: the file is new (its folders are made
+                # and checked again when it is written).
+                return f"{self._prefix}{norm}", None
             except NotADirectoryError:
                 return None
             if stat.S_ISLNK(st.st_mode):
