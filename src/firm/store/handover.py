@@ -10,16 +10,41 @@ passed. It never jumps the queue: work of a higher priority already waiting goes
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, func, select, update
 
 from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
+from firm.store.prepared import run
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
 from firm.tasks import Status, Task
 
 T = schema.tasks
+
+# A settle wakes one task (its parent, or itself): that case runs on prebuilt statements,
+# compiled once (store/prepared.py), instead of statements built for each list of ids.
+_TODO = str(Status.TODO)
+AHEAD_OF_ONE = (
+    select(T.c.priority)
+    .where(T.c.status == _TODO, T.c.held_by_plan.is_(None), T.c.id != bindparam("p_id"))
+    .order_by(T.c.priority.desc())
+    .limit(1)
+)
+CLAIM_ONE = (
+    update(T)
+    .where(T.c.id == bindparam("p_id"), T.c.status == _TODO, T.c.held_by_plan.is_(None))
+    .values(  # as queries.CLAIM
+        status=str(Status.IN_PROGRESS),
+        worker_id=bindparam("p_worker"),
+        lease_expires_at=bindparam("p_lease"),
+        attempts=T.c.attempts + 1,
+        started_at=func.coalesce(T.c.started_at, bindparam("p_now")),
+        updated_at=bindparam("p_now"),
+    )
+    .returning(*T.c)
+)
+CLAIM_ONE_UNLESS_OUTRANKED = CLAIM_ONE.where(T.c.priority >= bindparam("p_ahead"))
 
 
 def claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -> list[Task]:
@@ -27,7 +52,17 @@ def claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -
     them; returns those claimed (each with its `started` entry emitted)."""
     if not woke:
         return []
-    # The queue's head, read down the claim index: it stops at the first row that qualifies.
+    lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}
+    # Each way, the queue's head is read down the claim index: it stops at the first row
+    # that qualifies.
+    if len(woke) == 1:
+        one = {"p_id": woke[0]}
+        top = run(tx.conn, AHEAD_OF_ONE, one).scalar()
+        if top is None:
+            rows = run(tx.conn, CLAIM_ONE, {**one, **lease}).all()
+        else:
+            rows = run(tx.conn, CLAIM_ONE_UNLESS_OUTRANKED, {**one, **lease, "p_ahead": top}).all()
+        return _started(tx, [task_from_row(r) for r in rows], worker_id)
     ahead = tx.conn.execute(
         select(T.c.priority)
         .where(T.c.status == str(Status.TODO), T.c.held_by_plan.is_(None), T.c.id.not_in(woke))
@@ -35,8 +70,11 @@ def claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -
         .limit(1)
     ).scalar()
     claim = Q.CLAIM if ahead is None else Q.CLAIM.where(T.c.priority >= ahead)
-    lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}
     claimed = [task_from_row(r) for r in tx.conn.execute(claim, {"p_ids": woke, **lease}).all()]
+    return _started(tx, claimed, worker_id)
+
+
+def _started(tx: Tx, claimed: list[Task], worker_id: str) -> list[Task]:
     for t in claimed:
         tx.emit(EventKind.STARTED, t, attempt=t.attempts, turn=t.turn, worker=worker_id)
     return claimed
