@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from firm.events import EventKind
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store import queries as Q
 from firm.store.prepared import run
@@ -65,3 +66,22 @@ def test_statement_listeners_see_every_statement(sqlite_store: SqlStore) -> None
     assert any(s.startswith("BEGIN IMMEDIATE") for s in seen)
     assert any("INSERT INTO events" in s for s in seen)
     assert any(s.startswith("SELECT tasks.id") for s in seen)
+
+
+def test_a_write_through_both_paths_commits_or_rolls_back_as_one(sqlite_store: SqlStore) -> None:
+    """Writes begin and commit on the driver; a statement that takes SQLAlchemy's path inside
+    one joins that transaction: it commits with it, or is rolled back with it."""
+    root = sqlite_store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    retitle = Q.T.update().where(Q.T.c.id == root.id)
+    with pytest.raises(RuntimeError), sqlite_store._write() as tx:
+        tx.conn.execute(retitle.values(title="rolled back"))  # SQLAlchemy's path
+        tx.emit(EventKind.THOUGHT, root.id, "ceo", text="rolled back")
+        raise RuntimeError("the body fails")
+    assert sqlite_store.get_task(root.id).title == "Goal"
+    with sqlite_store._write() as tx:
+        tx.conn.execute(retitle.values(title="kept"))
+        tx.emit(EventKind.THOUGHT, root.id, "ceo", text="kept")
+    assert sqlite_store.get_task(root.id).title == "kept"
+    assert [e.data.get("text") for e in sqlite_store.events_after(0)][-1] == "kept"
+    sqlite_store.append_events([(EventKind.THOUGHT, root.id, "ceo", {"text": "after"})])
+    assert sqlite_store.last_seq() == len(sqlite_store.events_after(0))

@@ -152,8 +152,13 @@ class SqlBase:
         @event.listens_for(self.engine, "begin")
         def _on_begin(conn: Connection) -> None:
             # Writes take the write lock up front. Reads are single statements, each its own
-            # snapshot in autocommit mode: no BEGIN/COMMIT round for them.
-            if conn.get_execution_options().get("firm_write", False):
+            # snapshot in autocommit mode: no BEGIN/COMMIT round for them. The store's own
+            # writes begin on the driver (prepared.begin_immediate): SQLAlchemy beginning
+            # inside one of them has nothing to send.
+            driver = conn.connection.driver_connection
+            if conn.get_execution_options().get("firm_write", False) and not getattr(
+                driver, "in_transaction", False
+            ):
                 run_sql(conn, "BEGIN IMMEDIATE")
 
     @retrying

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError
 
+from firm.store.prepared import begin_immediate, end
 from firm.store.transaction import ChainHead, DbClock, Tx, append_chain
 
 # Members per group at most: a steady stream of joiners must not keep a commit waiting.
@@ -122,8 +123,7 @@ class GroupWriter:
         """A connection for one write transaction. SQLite writes are serialized by the writer
         lock, so one connection serves them all, kept open between them: a pool checkout, a
         connection object and a return to the pool per write cost more than the write's own
-        statements. A write that leaves it in doubt (invalidated, or still in a transaction)
-        closes it, and the next write opens another."""
+        statements. A write that fails closes it, and the next write opens another."""
         if not self.keep:
             with self.engine.connect() as fresh:
                 yield fresh.execution_options(firm_write=True)
@@ -133,17 +133,18 @@ class GroupWriter:
             conn = self._kept = self.engine.connect().execution_options(firm_write=True)
         try:
             yield conn
-        finally:
-            if conn.invalidated or conn.in_transaction():
-                self._kept = None
-                conn.close()
+        except BaseException:
+            # Whatever state a failed write left it in goes with it; failures are rare.
+            self._kept = None
+            conn.close()
+            raise
 
     @contextmanager
     def _alone(self) -> Iterator[Tx]:
         """One transaction, one commit, no grouping."""
         with self.writer, self._connection() as conn:
             try:
-                with conn.begin():
+                with self._transaction(conn):
                     tx = Tx(conn, self.locking, self.clock.now(conn))
                     yield tx
                     head = tx.flush(self.head)
@@ -153,6 +154,22 @@ class GroupWriter:
             if head is not None:
                 self.head.known = head
         self._count(1)
+
+    @contextmanager
+    def _transaction(self, conn: Connection) -> Iterator[None]:
+        if not self.keep:
+            with conn.begin():
+                yield
+            return
+        # SQLite's kept connection: BEGIN IMMEDIATE and COMMIT on the driver (prepared.py).
+        begin_immediate(conn)
+        try:
+            yield
+            end(conn, commit=True)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the failure is the error to report
+                end(conn, commit=False)
+            raise
 
     @contextmanager
     def _lead(self, group: _Group) -> Iterator[Tx]:

@@ -201,6 +201,34 @@ def run_sql(conn: Connection, sql: str) -> None:
         cursor.close()
 
 
+def begin_immediate(conn: Connection) -> None:
+    """Open a write transaction on SQLite's connection itself: no SQLAlchemy transaction object,
+    begin event or reset (together several times the BEGIN's own cost). A statement that takes
+    SQLAlchemy's path inside it makes SQLAlchemy begin too; its begin event then sees the
+    driver already in a transaction and sends nothing (connection.py), and end() commits or
+    rolls back through SQLAlchemy's transaction, which ends the driver's."""
+    run_sql(conn, "BEGIN IMMEDIATE")
+
+
+def end(conn: Connection, commit: bool) -> None:
+    """Commit (or roll back) the transaction begin_immediate opened."""
+    if conn.in_transaction():  # SQLAlchemy began too: let it end its transaction and ours
+        if commit:
+            conn.commit()
+        else:
+            conn.rollback()
+        return
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, sqlite3.Connection)
+    try:
+        if commit:
+            driver.commit()
+        else:
+            driver.rollback()
+    except sqlite3.Error as exc:
+        raise _wrapped(exc, "COMMIT" if commit else "ROLLBACK", (), conn) from exc
+
+
 def _cursor(conn: Connection) -> sqlite3.Cursor:
     return conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
 
