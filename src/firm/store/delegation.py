@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from firm.errors import TaskNotFound, TaskNotHeld
@@ -33,6 +33,10 @@ SETTLE_ENDED_HELD = Q.SETTLE_ENDED.where(
 # A yielding task's open subtasks and calls waiting for a person, in one statement.
 YIELD_COUNTS = select(Q.OPEN_CHILDREN.scalar_subquery(), Q.PENDING_APPROVALS.scalar_subquery())
 BY_DEDUPE_KEYS = select(T).where(T.c.dedupe_key.in_(bindparam("keys", expanding=True)))
+# SQLite: the keys as one JSON array, so the statement is the same for any number of them
+# and runs prebuilt (store/prepared.py); an expanding IN is compiled again for each count.
+_KEYS = func.json_each(bindparam("keys_json")).table_valued("value")
+BY_DEDUPE_KEYS_JSON = select(T).where(T.c.dedupe_key.in_(select(_KEYS.c.value)))
 
 
 class Delegation(TaskTree):
@@ -205,6 +209,8 @@ class Delegation(TaskTree):
     def _by_keys(self, conn: Connection, keys: list[str]) -> dict[str, Task]:
         if len(keys) == 1:
             rows = run(conn, Q.BY_DEDUPE_KEY, {"key": keys[0]}).all()
+        elif conn.dialect.name == "sqlite":
+            rows = run(conn, BY_DEDUPE_KEYS_JSON, {"keys_json": json.dumps(keys)}).all()
         else:
             rows = conn.execute(BY_DEDUPE_KEYS, {"keys": list(set(keys))}).all()
         return {row.dedupe_key: task_from_row(row) for row in rows}
