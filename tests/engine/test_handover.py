@@ -1,4 +1,4 @@
-"""Hand-over: the settle that wakes a manager claims it for the worker that settled."""
+"""Hand-over: a settle claims, for the worker that settled, what its freed slot runs next."""
 
 from __future__ import annotations
 
@@ -58,11 +58,29 @@ def test_the_hand_over_never_jumps_higher_priority_work(store: SqlStore) -> None
     urgent = store.create_run(RUN, NewTask("Urgent", "", "ceo", "user", priority=Priority.URGENT))
     before = store.last_seq()
     res = store.settle(kids[0].id, "staff", Outcome.done("a"), hand_over=30)
-    assert res.woke == [root.id] and res.claimed == []
+    # The freed slot takes the urgent work; the woken manager waits in the queue behind it.
+    assert res.woke == [root.id] and [t.id for t in res.claimed] == [urgent.id]
     assert store.get_task(root.id).status == Status.TODO
     entries = store.events_after(before)
     assert json.loads(payload(entries[-1].seq, entries))["todo"] == 1  # left for the queue
-    assert [t.id for t in store.claim("next", 1, 30)] == [urgent.id]
+    assert [t.id for t in store.claim("next", 1, 30)] == [root.id]
+
+
+def test_a_settle_that_wakes_nothing_hands_its_slot_to_the_queues_head(store: SqlStore) -> None:
+    root, kids = manager_with_reports(store, 1)
+    waiting = store.delegate(root.id, 0, NewTask("part 9", "", "r9", "ceo")).task
+    res = store.settle(kids[0].id, "staff", Outcome.done("a"), hand_over=30)
+    assert res.woke == [] and [t.id for t in res.claimed] == [waiting.id]
+    held = store.get_task(waiting.id)
+    assert held.status == Status.IN_PROGRESS and held.worker_id == "staff"
+    # Within the store's cap: with as many running as it allows, the slot is not handed on.
+    other = store.delegate(root.id, 0, NewTask("part 10", "", "r10", "ceo")).task
+    store.set_max_running(2)  # the manager and the task just handed over
+    res = store.settle(waiting.id, "staff", Outcome.done("b"), hand_over=30)
+    assert [t.id for t in res.claimed] == [other.id]  # one ended, one started: still 2
+    store.set_max_running(1)  # lowered while they run: the next settle frees its slot
+    res = store.settle(other.id, "staff", Outcome.done("c"), hand_over=30)
+    assert res.claimed == []
 
 
 def test_an_engine_runs_woken_managers_without_waiting_for_its_scheduler(

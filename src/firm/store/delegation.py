@@ -15,7 +15,7 @@ from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
-from firm.store.handover import claim_woken
+from firm.store.handover import claim_next
 from firm.store.plans import open_plan
 from firm.store.prepared import run
 from firm.store.retry import retrying
@@ -132,7 +132,7 @@ class Delegation(TaskTree):
                 if not held:
                     return SettleResult(False, after)
                 woke = self._wake_if_done(tx, after.parent_id)
-                claimed = claim_woken(tx, woke, worker_id, hand_over) if hand_over else []
+                claimed = claim_next(tx, woke, worker_id, hand_over) if hand_over else []
                 return SettleResult(True, after, woke, claimed)
             task = self._lock_family(tx, task_id)
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
@@ -159,7 +159,7 @@ class Delegation(TaskTree):
                     woke = [task_id]
             else:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
-            claimed = claim_woken(tx, woke, worker_id, hand_over) if hand_over else []
+            claimed = claim_next(tx, woke, worker_id, hand_over) if hand_over else []
         return SettleResult(True, after, woke, claimed)
 
     def _settle_ended(

@@ -1,4 +1,4 @@
-"""Hand-over: the settle that wakes a task claims it for the worker that settled.
+"""Hand-over: a settle claims, for the worker that settled, what its freed slot runs next.
 
 A manager woken by its last report's settle would otherwise wait for a scheduler to notice
 (a nudge, another thread, another write transaction to claim it). The worker whose session
@@ -6,6 +6,8 @@ just ended has a free slot — the one that session held — so the settle's own
 claims the woken task for it, and the worker runs it next. Concurrency is unchanged: one
 session ends where one starts, so neither the engine's limit nor the store's cap can be
 passed. It never jumps the queue: work of a higher priority already waiting goes first.
+A settle that wakes nothing (a leaf's, most of them) claims the head of the queue instead,
+under the store's cap like any claim.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from sqlalchemy import bindparam, func, select, update
 from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
+from firm.store.leases import claim_top
 from firm.store.prepared import run
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
@@ -47,9 +50,18 @@ CLAIM_ONE = (
 CLAIM_ONE_UNLESS_OUTRANKED = CLAIM_ONE.where(T.c.priority >= bindparam("p_ahead"))
 
 
-def claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -> list[Task]:
-    """Claim the tasks this transaction woke for `worker_id`, unless waiting work outranks
-    them; returns those claimed (each with its `started` entry emitted)."""
+def claim_next(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -> list[Task]:
+    """What the settling worker's freed slot runs next: the tasks this transaction woke,
+    unless waiting work outranks them, else the head of the queue (within the store's cap);
+    returns those claimed, each with its `started` entry emitted."""
+    # A leaf's slot is handed on like a manager's: without it every leaf that ends costs a
+    # scheduler wake-up and a claim transaction of its own.
+    return _claim_woken(tx, woke, worker_id, lease_seconds) or claim_top(
+        tx, worker_id, 1, lease_seconds
+    )
+
+
+def _claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -> list[Task]:
     if not woke:
         return []
     lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}

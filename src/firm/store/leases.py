@@ -16,6 +16,7 @@ from firm.store.prepared import run
 from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
+from firm.store.transaction import Tx
 from firm.store.tree import TaskTree
 from firm.tasks import Status, Task
 
@@ -42,6 +43,39 @@ def _requeue_reason(
     )
 
 
+def claim_top(
+    tx: Tx, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None
+) -> list[Task]:
+    """Claim up to `limit` todo tasks, in claim order, for `worker_id` inside `tx`, within
+    the store-wide cap (read from `meta` unless `global_limit` is given)."""
+    if global_limit is None:  # the store's own cap (firm db limit), if one is set
+        stored = run(tx.conn, Q.MAX_RUNNING).scalar()
+        global_limit = int(stored) if stored is not None else None
+    if global_limit is not None:
+        if tx.locking:
+            # Counting then claiming is a read-then-write: capped claims take turns so two
+            # workers cannot both see room for the last slot.
+            tx.conn.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
+        running = run(tx.conn, Q.RUNNING_COUNT).scalar_one()
+        limit = min(limit, global_limit - running)
+        if limit <= 0:
+            return []
+    lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}
+    if tx.locking:
+        ids = list(run(tx.conn, Q.CLAIM_PICK_SKIP_LOCKED, {"p_limit": limit}).scalars())
+        if not ids:
+            return []
+        rows = tx.conn.execute(Q.CLAIM, {"p_ids": ids, **lease}).all()
+    else:
+        rows = run(tx.conn, Q.CLAIM_TOP, {"p_limit": limit, **lease}).all()
+    claimed = sorted(
+        (task_from_row(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
+    )
+    for t in claimed:
+        tx.emit(EventKind.STARTED, t, attempt=t.attempts, turn=t.turn, worker=worker_id)
+    return claimed
+
+
 class Leases(TaskTree):
     @retrying
     def claim(
@@ -50,35 +84,7 @@ class Leases(TaskTree):
         if limit <= 0:
             return []
         with self._write() as tx:
-            if global_limit is None:  # the store's own cap (firm db limit), if one is set
-                stored = run(tx.conn, Q.MAX_RUNNING).scalar()
-                global_limit = int(stored) if stored is not None else None
-            if global_limit is not None:
-                if tx.locking:
-                    # Counting then claiming is a read-then-write: capped claims take turns so
-                    # two workers cannot both see room for the last slot.
-                    tx.conn.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
-                running = run(tx.conn, Q.RUNNING_COUNT).scalar_one()
-                limit = min(limit, global_limit - running)
-                if limit <= 0:
-                    return []
-            lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}
-            if tx.locking:
-                pick = Q.CLAIM_PICK_SKIP_LOCKED
-                ids = list(run(tx.conn, pick, {"p_limit": limit}).scalars())
-                if not ids:
-                    return []
-                rows = tx.conn.execute(Q.CLAIM, {"p_ids": ids, **lease}).all()
-            else:
-                rows = run(tx.conn, Q.CLAIM_TOP, {"p_limit": limit, **lease}).all()
-                if not rows:
-                    return []
-            claimed = sorted(
-                (task_from_row(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
-            )
-            for t in claimed:
-                tx.emit(EventKind.STARTED, t, attempt=t.attempts, turn=t.turn, worker=worker_id)
-        return claimed
+            return claim_top(tx, worker_id, limit, lease_seconds, global_limit)
 
     @retrying
     def recover(self, worker_alive: Callable[[str], bool | None]) -> dict[str, list[str]]:
