@@ -70,6 +70,15 @@ class Checkpointer:
             log.exception("could not sign the audit log's head")
             return None
 
+    def after_cancel(self, top: str, ended: Iterable[str]) -> None:
+        """After a cancel of `top`'s subtree that ended these tasks: only `top` can be a run's
+        root, so only it is read back."""
+        if top in ended:
+            try:
+                self.after_ended([self.store.get_task(top)])
+            except Exception:
+                log.exception("could not read the cancelled task back to sign its run's end")
+
     def after_ended(self, tasks: Iterable[Task]) -> None:
         for t in tasks:
             if t.parent_id is None and t.terminal:

@@ -7,14 +7,17 @@ and signs the last one. Entries of the tree, and every `created`, `delegated`, `
 `checkpoint` entry, are disclosed in full; the rest (other runs' work, the ancestors' own
 tool calls and thoughts) appear as their header and a digest of their data: enough to recompute
 the chain, not enough to read them. Because a header shows its kind and task, a withheld entry
-cannot be one the verifier needs.
+cannot be one the verifier needs. A subtree's cancel (one `cancelled` entry for all the tasks
+it ended, firm/endings.py) on the tree or above it is disclosed too, with the ids it ended
+beside its data in `ended_ids`: the verifier checks them against the entry's digest.
 
 Bundle format (JSON, "format": "firm-audit-bundle/1")::
 
     {"format", "task" (the exported tree's top), "run" (its root), "exported_at",
      "org": {"source", "yaml"},
      "entries": [{"seq", "ts", "kind", "task_id", "agent", "prev", "hash",
-                  "data": {...}  or  "data_digest": "<sha256>"}, ...],
+                  "data": {...}  or  "data_digest": "<sha256>",
+                  "ended_ids": [...] (a subtree's cancel only)}, ...],
      "head": {"seq", "hash", "signature", "public_key"}}
 """
 
@@ -26,6 +29,7 @@ from typing import Any
 from firm.audit.checkpoint import sign_entry
 from firm.audit.keys import AuditKey
 from firm.chain import digest, entry_hash
+from firm.endings import ends_many
 from firm.errors import FirmError
 from firm.events import EventKind
 from firm.store.base import Event, Store
@@ -70,7 +74,7 @@ def _check_chain(events: list[Event]) -> None:
         prev = e.hash
 
 
-def _entry(e: Event, disclose: bool) -> dict[str, Any]:
+def _entry(store: Store, e: Event, disclose: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "seq": e.seq,
         "ts": e.ts,
@@ -82,21 +86,41 @@ def _entry(e: Event, disclose: bool) -> dict[str, Any]:
     }
     if disclose:
         out["data"] = e.data
+        if ends_many(e.kind, e.data):
+            out["ended_ids"] = store.ended_by(e.seq)
     else:
         out["data_digest"] = digest(e.data)
     return out
+
+
+def _ancestors(store: Store, task_id: str | None) -> set[str]:
+    out: set[str] = set()
+    while task_id is not None and task_id not in out:
+        out.add(task_id)
+        task_id = store.get_task(task_id).parent_id
+    return out
+
+
+def _disclosed(e: Event, tree: set[str], above: set[str]) -> bool:
+    if e.task_id in tree or e.kind in DISCLOSED_KINDS:
+        return True
+    return e.task_id in above and ends_many(e.kind, e.data)
 
 
 def export_bundle(store: Store, task_id: str, key: AuditKey) -> dict[str, Any]:
     """The bundle for `task_id` and its subtree, signed with `key` (recorded as a checkpoint)."""
     tree = store.subtree(task_id)
     ids = {t.id for t in tree}
+    above = _ancestors(store, tree[0].parent_id)  # a cancel there may have ended the tree
     run_id = tree[0].root_id
     run = store.run(run_id)
     start = store.event_span([run_id])
     span = store.event_span(ids)
     if start is None or span is None:
         raise ExportError(f"task {task_id} has no events in the log")
+    cancel = store.last_cancel_over(task_id)  # its entry may be on an ancestor, later
+    if cancel is not None and cancel > span[1]:
+        span = (span[0], cancel)
     events = _span(store, start[0], span[1])
     if not events or events[0].seq != start[0] or events[-1].seq != span[1]:
         raise ExportError(f"the log lacks entries between {start[0]} and {span[1]}")
@@ -108,6 +132,6 @@ def export_bundle(store: Store, task_id: str, key: AuditKey) -> dict[str, Any]:
         "run": run_id,
         "exported_at": round(time.time(), 6),
         "org": {"source": run.org_source, "yaml": run.org_yaml},
-        "entries": [_entry(e, e.task_id in ids or e.kind in DISCLOSED_KINDS) for e in events],
+        "entries": [_entry(store, e, _disclosed(e, ids, above)) for e in events],
         "head": head,
     }

@@ -32,6 +32,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from firm.audit.approvals import approval_problems
+from firm.audit.cancels import ended_ids, expanded, list_problems
 from firm.audit.export import DISCLOSED_KINDS, FORMAT
 from firm.audit.keys import public_text, signature_valid
 from firm.audit.plans import plan_problems
@@ -101,6 +102,7 @@ class Entry:
     hash: str
     data: dict[str, Any] | None  # None when withheld
     data_digest: str
+    ended: list[str] | None = None  # a subtree cancel's ids, beside its data (audit/cancels.py)
 
 
 @dataclass
@@ -147,6 +149,7 @@ def _entries(bundle: Any) -> list[Entry]:
                 hash=str(r["hash"]),
                 data=data,
                 data_digest=str(data_digest),
+                ended=ended_ids(r),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise Malformed(f"entry {i} of the bundle is malformed ({exc})") from None
@@ -261,7 +264,9 @@ def _integrity(
             break
     # Headers suffice (kind and task are never withheld); a kind this version does not know
     # changes no status, so an older or newer log is read as far as it can be.
-    problems.extend(transition_problems(((e.seq, e.kind, e.task_id) for e in entries), tree)[:3])
+    problems.extend(list_problems(entries)[:3])
+    flat = expanded(entries)
+    problems.extend(transition_problems(((e.seq, e.kind, e.task_id) for e in flat), tree)[:3])
     signed = ""
     if key is None:
         problems.append(
@@ -552,14 +557,15 @@ def verify_bundle(bundle: Any, key: Ed25519PublicKey | None) -> Report:
             ]
         )
     relevant = list(dict.fromkeys([*reversed(_path_up(nodes, top)), *sorted(tree)]))
+    flat = expanded(entries)  # a subtree's cancel as one ending per task
     return Report(
         [
             integrity,
             _monotonicity(nodes, relevant, org),
-            _containment(entries, nodes, tree, org),
-            _approvals(entries, nodes, tree, org),
+            _containment(flat, nodes, tree, org),
+            _approvals(flat, nodes, tree, org),
         ],
-        open_at=_open_at(entries, tree),
+        open_at=_open_at(flat, tree),
     )
 
 
