@@ -164,14 +164,14 @@ class Firm:
         roots = self.store.open_run_ids()
         return [self.run_until(r, timeout=timeout) for r in roots]
 
-    def cancel(self, task_id: str, reason: str = "cancelled by the user") -> list[Task]:
-        """Cancel a task and its open subtree; returns the tasks cancelled."""
+    def cancel(self, task_id: str, reason: str = "cancelled by the user") -> list[str]:
+        """Cancel a task and its open subtree; returns the ids of the tasks cancelled."""
         if self._engine is not None:
             return self._engine.cancel(task_id, reason)
         return self.store.cancel(task_id, reason)
 
-    def revoke(self, task_id: str, reason: str = "revoked by the user") -> list[Task]:
-        """Revoke a task's authority and its subtree's; returns the tasks revoked."""
+    def revoke(self, task_id: str, reason: str = "revoked by the user") -> list[str]:
+        """Revoke a task's authority and its subtree's; returns the ids of the tasks revoked."""
         if self._engine is not None:
             return self._engine.revoke(task_id, reason)
         return self.store.revoke(task_id, reason)

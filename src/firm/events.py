@@ -134,6 +134,10 @@ class Cancelled(TypedDict):
     reason: str
     by: str
     plan: NotRequired[str]  # cancelled because this plan was denied or timed out
+    # A whole subtree's cancel, one entry on its root (firm/endings.py): how many tasks it
+    # ended and the digest of their ids; the tasks name the entry (tasks.cancelled_by_seq).
+    ended: NotRequired[int]
+    ended_sha256: NotRequired[str]
 
 
 class Requeued(TypedDict):
@@ -147,6 +151,7 @@ class Revoked(TypedDict):
     reason: str
     by: str
     origin: str  # the task whose revocation reached this one
+    revoked: NotRequired[int]  # one entry for the subtree: how many tasks it newly revoked
 
 
 class Thought(TypedDict):

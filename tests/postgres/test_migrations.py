@@ -87,6 +87,9 @@ def test_a_sqlite_store_from_before_migrations_is_adopted_with_its_data(tmp_path
         # Nor the columns later revisions add (0003: a subtask's plan).
         conn.execute(text("DROP INDEX ix_tasks_held_by_plan"))
         conn.execute(text("ALTER TABLE tasks DROP COLUMN held_by_plan"))
+        # 0005: the seq of the cancel entry that ended a task.
+        conn.execute(text("DROP INDEX ix_tasks_cancelled_by_seq"))
+        conn.execute(text("ALTER TABLE tasks DROP COLUMN cancelled_by_seq"))
         # And the single-column indexes 0004 reshaped.
         for index in ("ix_tasks_parent_status", "ix_tasks_root_status", "ix_tasks_claim"):
             conn.execute(text(f"DROP INDEX {index}"))

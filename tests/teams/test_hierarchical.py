@@ -291,7 +291,7 @@ def test_cancelling_the_run_stops_everything_mid_task(
     thread.start()
     assert server.wait_until(lambda reqs: any(r.agent == "researcher" for r in reqs), 30)
     with Firm(db) as firm:
-        cancelled = firm.cancel(team.run_id or "", "changed my mind")
+        cancelled = [firm.task(t) for t in firm.cancel(team.run_id or "", "changed my mind")]
     thread.join(30)
     assert not thread.is_alive()
     assert {t.assignee for t in cancelled} == {"coordinator", "manager", "researcher"}

@@ -82,9 +82,9 @@ def revoke(
         task_id = resolve_task_id(firm, task_id)
         revoked = firm.revoke(task_id, reason)
         if json_mode:
-            print_json({"revoked": [t.id for t in revoked]})
+            print_json({"revoked": revoked})
         elif revoked:
-            console.print(f"Revoked {len(revoked)} task(s): " + ", ".join(t.id for t in revoked))
+            console.print(f"Revoked {len(revoked)} task(s): " + ", ".join(revoked))
         else:
             console.print(f"{task_id} was already revoked.")
 

@@ -129,11 +129,9 @@ def cancel(
         task_id = resolve_task_id(firm, task_id)
         cancelled = firm.cancel(task_id, reason)
         if json_mode:
-            print_json({"cancelled": [t.id for t in cancelled]})
+            print_json({"cancelled": cancelled})
         elif cancelled:
-            console.print(
-                f"Cancelled {len(cancelled)} task(s): " + ", ".join(t.id for t in cancelled)
-            )
+            console.print(f"Cancelled {len(cancelled)} task(s): " + ", ".join(cancelled))
         else:
             console.print(f"{task_id} had nothing open to cancel.")
 

@@ -225,21 +225,23 @@ class Engine:
 
     def cancel(
         self, task_id: str, reason: str = "cancelled by the user", by: str = "user"
-    ) -> list[Task]:
-        """Cancel a task and its open subtree in one statement; running sessions stop."""
+    ) -> list[str]:
+        """Cancel a task and its open subtree in one statement; running sessions stop. Returns
+        the ids cancelled."""
         cancelled = self.store.cancel(task_id, reason, by)
-        self._signal([t.id for t in cancelled])
-        self.checkpoints.after_ended(cancelled)
+        self._signal(cancelled)
+        self.checkpoints.after_cancel(task_id, cancelled)
         return cancelled
 
     def revoke(
         self, task_id: str, reason: str = "revoked by the user", by: str = "user"
-    ) -> list[Task]:
+    ) -> list[str]:
         """Revoke a task's authority and its subtree's; open tasks there are cancelled and
-        their running sessions stop (any tool call they still make is denied as revoked)."""
+        their running sessions stop (any tool call they still make is denied as revoked).
+        Returns the ids revoked."""
         revoked = self.store.revoke(task_id, reason, by)
-        self._signal([t.id for t in revoked])
-        self.checkpoints.after_ended(revoked)
+        self._signal(revoked)
+        self.checkpoints.after_cancel(task_id, revoked)
         return revoked
 
     def run_until(self, root_id: str, timeout: float | None = None) -> Task:

@@ -92,7 +92,7 @@ class CompanyService:
     def cancel_task(self, task_id: str, reason: str = "cancelled over MCP") -> dict[str, Any]:
         task = self._task(task_id)
         cancelled = self.firm.cancel(task.id, reason)
-        return {"cancelled": [t.id for t in cancelled], "count": len(cancelled)}
+        return {"cancelled": cancelled, "count": len(cancelled)}
 
     def read_file(self, path: str, task_id: str | None = None) -> str:
         return self._workspace_of(task_id).read(path)

@@ -104,7 +104,7 @@ class Office:
             org_yaml=self.org_yaml,
         )
 
-    def cancel(self, task_id: str, reason: str) -> tuple[Task, list[Task]]:
+    def cancel(self, task_id: str, reason: str) -> tuple[Task, list[str]]:
         task = self.store.get_task(task_id)
         if task.terminal:
             raise NotOpen(f"{task_id} is already {task.status}; there is nothing to cancel")

@@ -181,7 +181,7 @@ def build_router(office: Office) -> APIRouter:
         """Running sessions in the tree stop at their next step; the manager above is told why."""
         reason = (body or CancelRequest()).reason
         task, cancelled = office.cancel(task_id, reason)
-        return CancelResult(task=TaskOut.of(task), cancelled=[t.id for t in cancelled])
+        return CancelResult(task=TaskOut.of(task), cancelled=cancelled)
 
     @router.get("/org", responses=error_responses(401, 403), summary="The org chart", **read)
     def get_org() -> OrgOut:

@@ -1,57 +1,82 @@
-"""Cancel and revoke: one statement over a whole subtree, under the lock order."""
+"""Cancel and revoke: one statement over a whole subtree, under the lock order, and one log
+entry for it (firm/endings.py): the rows it ended are stamped with that entry's seq."""
 
 from __future__ import annotations
 
-from sqlalchemy import case, false, select, true, update
+from typing import Any
 
+from sqlalchemy import ColumnElement, case, false, func, select, true, update
+
+from firm.endings import ended_sha256
 from firm.events import EventKind
 from firm.store import schema
 from firm.store.approvals import APPROVED, PENDING
 from firm.store.plans import Plans
 from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
-from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
-from firm.tasks import Status, Task
+from firm.tasks import Status
 
 T = schema.tasks
 A = schema.approvals
+HEAD = schema.chain_head
+
+
+def _seq_of_next(tx: Tx, later: int = 0) -> ColumnElement[Any]:
+    """The seq the transaction's next entry (plus `later`) will have, as SQL to stamp rows with.
+
+    Entries take their seq at commit, after the head; before this commit's append come the
+    entries of the group's earlier members and this transaction's own pending ones. The head
+    cannot move in between: on PostgreSQL the subquery locks its row until the commit (the
+    lock every append takes last, so the order of locks is unchanged); SQLite's write
+    transaction holds the whole file."""
+    head = select(HEAD.c.seq).where(HEAD.c.id == 1)
+    if tx.locking:
+        head = head.with_for_update()
+    return head.scalar_subquery() + (tx.ahead + len(tx.pending) + 1 + later)
 
 
 class Cancellation(Plans):
     @retrying
-    def cancel(self, task_id: str, reason: str, by: str = "user") -> list[Task]:
+    def cancel(self, task_id: str, reason: str, by: str = "user") -> list[str]:
+        """Cancel the task and its open subtree; returns the ids cancelled (sorted)."""
         with self._write() as tx:
             parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
-            rows = tx.conn.execute(
-                update(T)
-                .where(T.c.id.in_(select(sub.c.id)), T.c.status.in_(OPEN_VALUES))
-                .values(
-                    status=str(Status.CANCELLED),
-                    error=reason,
-                    finished_at=tx.now,
-                    updated_at=tx.now,
-                    lease_expires_at=None,
+            ids = (
+                tx.conn.execute(
+                    update(T)
+                    .where(T.c.id.in_(select(sub.c.id)), T.c.status.in_(OPEN_VALUES))
+                    .values(
+                        status=str(Status.CANCELLED),
+                        error=reason,
+                        finished_at=tx.now,
+                        updated_at=tx.now,
+                        lease_expires_at=None,
+                        cancelled_by_seq=_seq_of_next(tx),
+                    )
+                    .returning(T.c.id)
                 )
-                .returning(*T.c)
-            ).all()
-            cancelled = [task_from_row(r) for r in rows]
-            # One entry per task, all sharing one data object: its JSON is made, checked and
-            # digested once for the whole subtree (Tx.flush).
-            said = {"reason": reason, "by": by}
-            tx.pending.extend((EventKind.CANCELLED, t.id, t.assignee, said) for t in cancelled)
-            self._withdraw(tx, self._asking(tx, cancelled), by)
+                .scalars()
+                .all()
+            )
+            cancelled = sorted(ids)
             if cancelled:
+                data = {"reason": reason, "by": by, "ended": len(cancelled)}
+                data["ended_sha256"] = ended_sha256(cancelled)
+                tx.emit(EventKind.CANCELLED, task_id, None, **data)
+                self._withdraw(tx, self._asking(tx, cancelled), by)
                 self._wake_if_done(tx, parent_id)
         return cancelled
 
     @retrying
-    def revoke(self, task_id: str, reason: str, by: str = "user") -> list[Task]:
+    def revoke(self, task_id: str, reason: str, by: str = "user") -> list[str]:
         """Revoke a task's authority and its whole subtree's, in one statement.
 
         Every task in the subtree is marked revoked (terminal ones too: the flag is a fact about
         authority, which the audit trail relies on); the open ones are also cancelled, so their
-        sessions stop at their next step. Returns the tasks newly revoked.
+        sessions stop at their next step. Two entries say so, on the task: `revoked` (the
+        cascade down the tree is the verifier's to recompute) and one `cancelled` for those it
+        ended. Returns the ids newly revoked (sorted).
         """
         with self._write() as tx:
             parent_id, sub = self._lock_subtree(tx, task_id, open_only=False)
@@ -65,30 +90,56 @@ class Cancellation(Plans):
                     error=case((was_open, f"revoked: {reason}"), else_=T.c.error),
                     finished_at=case((was_open, tx.now), else_=T.c.finished_at),
                     lease_expires_at=case((was_open, None), else_=T.c.lease_expires_at),
+                    # the `cancelled` entry comes second, after `revoked`
+                    cancelled_by_seq=case(
+                        (was_open, _seq_of_next(tx, later=1)), else_=T.c.cancelled_by_seq
+                    ),
                     updated_at=tx.now,
                 )
-                .returning(*T.c)
+                .returning(T.c.id, T.c.status, T.c.finished_at)
             ).all()
-            revoked = [task_from_row(r) for r in rows]
-            said = {"reason": reason, "by": by, "origin": task_id}  # shared, as in cancel
-            tx.pending.extend((EventKind.REVOKED, t.id, t.assignee, said) for t in revoked)
-            ended = {"reason": f"revoked: {reason}", "by": by}
-            tx.pending.extend(  # RETURNING shows new rows: those cancelled now finished now
-                (EventKind.CANCELLED, t.id, t.assignee, ended)
-                for t in revoked
-                if t.status == Status.CANCELLED and t.finished_at == tx.now
+            revoked = sorted(r.id for r in rows)
+            # RETURNING shows new rows: those cancelled now finished now
+            ended = sorted(
+                r.id for r in rows if r.status == Status.CANCELLED and r.finished_at == tx.now
             )
-            self._withdraw(tx, self._asking(tx, revoked), by)
             if revoked:
+                tx.emit(
+                    EventKind.REVOKED,
+                    task_id,
+                    None,
+                    reason=reason,
+                    by=by,
+                    origin=task_id,
+                    revoked=len(revoked),
+                )
+                said = {"reason": f"revoked: {reason}", "by": by, "ended": len(ended)}
+                said["ended_sha256"] = ended_sha256(ended)
+                tx.emit(EventKind.CANCELLED, task_id, None, **said)
+                self._withdraw(tx, self._asking(tx, ended), by)
                 self._wake_if_done(tx, parent_id)
         return revoked
 
-    def _asking(self, tx: Tx, tasks: list[Task]) -> list[str]:
+    def ended_by(self, seq: int) -> list[str]:
+        """The ids a subtree's `cancelled` entry at `seq` ended, sorted (its digest's order)."""
+        with self._read() as conn:
+            rows = conn.execute(select(T.c.id).where(T.c.cancelled_by_seq == seq)).scalars()
+            return sorted(rows)
+
+    def last_cancel_over(self, task_id: str) -> int | None:
+        """The seq of the last subtree cancel that ended a task of this subtree (its entry may
+        sit on an ancestor, after the subtree's own last entry), or None."""
+        sub = self._subtree_ids(task_id, open_only=False).subquery()
+        q = select(func.max(T.c.cancelled_by_seq)).where(T.c.id.in_(select(sub.c.id)))
+        with self._read() as conn:
+            return conn.execute(q).scalar()
+
+    def _asking(self, tx: Tx, task_ids: list[str]) -> list[str]:
         """Of these tasks, those with a call or question still open (to be withdrawn). The
         open ones are few in the whole store (an index on status finds them), so they are
         listed and matched here instead of sending every task id of a big subtree."""
-        if not tasks:
+        if not task_ids:
             return []
         open_now = select(A.c.task_id).where(A.c.status.in_([PENDING, APPROVED]))
         asking = set(tx.conn.execute(open_now).scalars())
-        return [t.id for t in tasks if t.id in asking]
+        return [t for t in task_ids if t in asking] if asking else []

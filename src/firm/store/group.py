@@ -238,7 +238,8 @@ class GroupWriter:
         else:
             try:
                 with conn.begin_nested():
-                    tx = Tx(conn, self.locking, self.clock.now(conn))
+                    ahead = sum(len(m.checked) for m in group.members)
+                    tx = Tx(conn, self.locking, self.clock.now(conn), ahead)
                     yield tx
                     tx.check()
             except BaseException as exc:

@@ -4,7 +4,8 @@ A notification is only a hint. Every write transaction that appends events also 
 NOTIFY on CHANNEL, which PostgreSQL delivers when (and only if) the transaction commits, in
 commit order. The payload says the last sequence number written, how many tasks became todo
 (work for idle workers; store/wakeup.py wakes one worker for it, not all), which process
-committed, and which tasks were cancelled (so their sessions stop now, wherever they run).
+committed, and which tasks were cancelled (so their sessions stop now, wherever they run;
+a subtree's cancel, one entry that does not list its tasks, is sent as "check yours").
 The stored rows stay the truth: a reader always re-reads the log from its own last seq, so a
 lost or late notification costs latency, never an event, and after a reconnect every waiter
 is woken to look again.
@@ -20,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from firm.endings import ends_many
 from firm.events import TO_TODO, EventKind
 from firm.store.base import Event
 
@@ -56,12 +58,15 @@ def payload(seq: int, events: Iterable[Event]) -> str:
     """What a commit that appended `events` (its last seq) tells every other process."""
     todo: set[str | None] = set()
     cancelled: list[str] = []
+    subtree = False
     for e in events:
         if e.kind in TO_TODO:
             todo.add(e.task_id)
         elif e.kind == EventKind.STARTED:
             # Woken and claimed in the same commit (a hand-over): no work for anyone else.
             todo.discard(e.task_id)
+        elif ends_many(e.kind, e.data):
+            subtree = True  # its entry does not list the tasks it ended
         elif e.kind == EventKind.CANCELLED and e.task_id:
             cancelled.append(e.task_id)
     body: dict[str, object] = {"seq": seq}
@@ -71,7 +76,7 @@ def payload(seq: int, events: Iterable[Event]) -> str:
     if cancelled:
         body["cancelled"] = cancelled
     text = json.dumps(body, separators=(",", ":"))
-    if len(text) > _PAYLOAD_LIMIT:
+    if subtree or len(text) > _PAYLOAD_LIMIT:
         body["cancelled"] = "*"
         text = json.dumps(body, separators=(",", ":"))
     return text

@@ -12,6 +12,8 @@ Versions:
      Revision 0004 reshapes indexes so every hot statement is a seek, whatever the store's
      size: tasks (parent_id, status), (root_id, status) and the claim order in full; events
      (task_id, kind); approvals (task_id, status).
+     Revision 0005 adds tasks.cancelled_by_seq: a cancel writes one `cancelled` entry on its
+     subtree's root, and each task it ended names that entry's seq (store/cancel.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sqlalchemy import (
 SCHEMA_VERSION = 1
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 
 metadata = MetaData()
 
@@ -85,6 +87,9 @@ tasks = Table(
     # The plan (an approval) a delegated subtask waits for; set, it is not claimed. Cleared in
     # the transaction that approves the plan (store/plans.py).
     Column("held_by_plan", String(32), index=True),
+    # The seq of the one `cancelled` entry that ended this task with its whole subtree: the
+    # entry lists only how many and a digest, so the tasks it ended are found here.
+    Column("cancelled_by_seq", Integer, index=True),
     # With the status in the index, "has this task (or run) open work" is a seek, not a walk
     # over every sibling: the wake rule runs at every settle, and a manager may have
     # thousands of reports. Lookups by parent or run alone use the same indexes' prefix.

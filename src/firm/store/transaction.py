@@ -21,10 +21,13 @@ from firm.tasks import Task
 class Tx:
     """A write transaction plus the events it will append when it commits."""
 
-    def __init__(self, conn: Connection, locking: bool, now: float):
+    def __init__(self, conn: Connection, locking: bool, now: float, ahead: int = 0):
         self.conn = conn
         self.locking = locking  # explicit row locks (PostgreSQL); SQLite holds the db lock
         self.now = now
+        # Entries that the same commit appends before this transaction's (earlier members of
+        # its group): a write that stamps rows with its own entry's seq counts them.
+        self.ahead = ahead
         self.pending: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
         self.checked: list[tuple[str, str | None, str | None, dict[str, Any], str, str]] = []
         self.appended: list[Event] = []

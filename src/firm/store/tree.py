@@ -202,5 +202,6 @@ class TaskTree(SqlBase):
             "p_prompt_tokens": 0,
             "p_completion_tokens": 0,
             "p_held_by_plan": new.plan,
+            "p_cancelled_by_seq": None,
         }
         return values, task

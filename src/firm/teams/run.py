@@ -126,7 +126,7 @@ def _same_team(firm: Firm, root_id: str, key: str) -> bool:
         return False
 
 
-def cancel_leftovers(firm: Firm, root_id: str) -> list[Task]:
+def cancel_leftovers(firm: Firm, root_id: str) -> list[str]:
     """Cancel the tasks still open in a run that has ended. Only background tasks can be
     left so: their manager's turn failed (or the run was ended) while they ran, and the
     wake rule has nobody left to wake. Nothing of an ended run should work on, or be picked
@@ -136,7 +136,7 @@ def cancel_leftovers(firm: Firm, root_id: str) -> list[Task]:
         return []
     open_ids = {t.id for t in tree if not t.terminal}
     tops = [t for t in tree if t.id in open_ids and t.parent_id not in open_ids]
-    cancelled: list[Task] = []
+    cancelled: list[str] = []
     for task in tops:
         cancelled += firm.cancel(task.id, f"the team's run ended ({tree[0].status})")
     return cancelled
