@@ -119,3 +119,46 @@ def test_a_replay_ends_in_the_state_the_live_page_reached(browser, served: Serve
     expect(page.locator("#replay-controls")).to_be_hidden()
     assert summary(page) == live
     assert errors == []
+
+
+def test_a_replay_of_a_cancelled_run_ends_where_the_live_page_did(
+    browser, served: ServedOffice
+) -> None:
+    """A cancel is one log entry for the whole subtree: live, the page and its replay both
+    turn it into every task's ending, and the feed says it in one line."""
+    errors: list[str] = []
+    page = open_page(browser, served, errors)
+    auth = {"Authorization": f"Bearer {served.token}"}
+    with httpx.Client(base_url=served.url, timeout=30) as c:
+        root = c.post("/api/tasks", json={"goal": "Plan a product launch"}, headers=auth).json()[
+            "id"
+        ]
+        page.wait_for_function(
+            "(root) => { const ts = window.__office.summary(root).tasks;"
+            " return ts.length >= 3 && ts.some((t) => t.status !== 'todo' && t.parent_id); }",
+            arg=root,
+        )
+        r = c.post(f"/api/tasks/{root}/cancel", json={"reason": "the launch is off"}, headers=auth)
+        assert r.status_code == 200, r.text
+        n = len(r.json()["cancelled"])
+        assert n >= 2  # the goal and work under way below it
+    assert wait_for_end(served, root)["status"] == "cancelled"
+    page.wait_for_function(
+        "(root) => window.__office.summary(root).tasks.every((t) =>"
+        " ['done', 'failed', 'cancelled'].includes(t.status))",
+        arg=root,
+    )
+    live = summary(page, root)
+    cancelled = [t for t in live["tasks"] if t["status"] == "cancelled"]
+    assert len(cancelled) == n and all(t["error"] == "the launch is off" for t in cancelled)
+    line = page.locator(".feed-text", has_text="the launch is off")
+    expect(line).to_have_count(1)
+    expect(line).to_contain_text(f"cancelled {n} task")
+
+    choose_run(page, root)
+    page.locator("#replay-end").click()
+    expect(page.locator("body")).to_have_attribute("data-replay-at", "end")
+    # The tasks as the live page has them (desks also show the earlier test's run).
+    assert summary(page, root)["tasks"] == live["tasks"]
+    page.locator("#replay-live").click()
+    assert errors == []

@@ -3,6 +3,7 @@
 
 import { AUDIT_KINDS, KIND, LIFECYCLE_TOOLS as QUIET_TOOLS } from "./kinds.js";
 import { describeApproval } from "./asks.js";
+import { endsMany } from "./endings.js";
 import { avatar, clip, clock, el, hue, STATUS_ICON, visible } from "./util.js";
 
 const KEEP = 150;
@@ -168,6 +169,11 @@ export class Feed {
       case KIND.FAILED:
         return { tone: "bad", text: `${who} failed ${this.title(e.task_id)}: ${clip(d.error ?? "", 140)}` };
       case KIND.CANCELLED:
+        if (endsMany(e)) {
+          // One line for the whole subtree, as the log has one entry for it.
+          const n = d.ended ?? 0;
+          return { tone: "cancel", text: `cancelled ${n} task${n === 1 ? "" : "s"} under ${this.title(e.task_id)}: ${clip(d.reason ?? "", 100)}` };
+        }
         return { tone: "cancel", text: `${this.title(e.task_id)} was cancelled: ${clip(d.reason ?? "", 100)}` };
       case KIND.REQUEUED:
         return { tone: "wait", text: `${this.title(e.task_id)} goes back in the queue: ${clip(d.reason ?? "", 100)}` };

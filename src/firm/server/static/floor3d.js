@@ -11,6 +11,7 @@ import { OrbitControls } from "./vendor/three/addons/OrbitControls.js";
 import { CSS2DObject, CSS2DRenderer } from "./vendor/three/addons/CSS2DRenderer.js";
 import { askBadge, showAsks, waitingWords } from "./asks.js";
 import { usageByDesk, usageText } from "./cost.js";
+import { endsMany } from "./endings.js";
 import { KIND } from "./kinds.js";
 import { clip, el, hue, initials, reducedMotion } from "./util.js";
 
@@ -761,7 +762,8 @@ export class Floor3D {
         const boss = this.company.tasks.get(task.parent_id)?.assignee ?? task.created_by;
         this.fly(task.assignee, boss, e.kind === KIND.COMPLETED ? "done" : "failed", task.title);
       } else if (e.kind === KIND.CANCELLED) {
-        cancelled.push(e.task_id);
+        if (endsMany(e)) cancelled.push(...this.endedBy(e));
+        else cancelled.push(e.task_id);
       }
     }
     if (cancelled.length) this.sweep(cancelled);
@@ -835,6 +837,20 @@ export class Floor3D {
     }
     this.flights = keep;
     return keep.length > 0;
+  }
+
+  /** The tasks a subtree's cancel ended, as the model holds them now it is applied: those
+   * under its top that it stamped cancelled at its time. */
+  endedBy(e) {
+    const out = [];
+    const stack = [e.task_id];
+    while (stack.length && out.length < 100000) {
+      const id = stack.pop();
+      const task = this.company.tasks.get(id);
+      if (task?.status === "cancelled" && task.finished_at === e.ts) out.push(id);
+      for (const child of this.company.children.get(id) ?? []) stack.push(child);
+    }
+    return out;
   }
 
   /** Cancelled tasks' desks ring one after another, top of the subtree first. */

@@ -6,6 +6,7 @@
 // when its worker was lost). A wait is a task's stretch from `waiting` to `woken` (or to its
 // cancel): on its reports, or on a person when calls await approval.
 
+import { endings } from "./endings.js";
 import { KIND } from "./kinds.js";
 
 /** How a session ended, by the event that ended it. */
@@ -59,16 +60,23 @@ export class SessionLog {
     return t;
   }
 
-  /** Read events[from .. to). */
+  /** Read events[from .. to); a subtree's cancel as one ending per task (endings.js). */
   add(events, from = 0, to = events.length) {
-    for (let i = from; i < to; i++) this.one(events[i]);
+    const tree = {
+      children: (id) => this.tasks.get(id)?.children,
+      status: (id) => this.tasks.get(id)?.status,
+      agent: (id) => this.tasks.get(id)?.agent,
+    };
+    for (let i = from; i < to; i++) {
+      this.count++;
+      for (const one of endings(events[i], tree)) this.one(one);
+    }
   }
 
   one(e) {
     const d = e.data || {};
     if (this.first === null) this.first = e.ts;
     this.last = e.ts;
-    this.count++;
     switch (e.kind) {
       case KIND.CREATED: {
         const t = this.task(e.task_id);

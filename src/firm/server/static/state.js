@@ -2,6 +2,7 @@
 // It is fed a snapshot and then events, and tells listeners what changed.
 
 import { withCall } from "./cost.js";
+import { endings } from "./endings.js";
 import { KIND, LIFECYCLE_TOOLS } from "./kinds.js";
 import { OPEN, visible } from "./util.js";
 
@@ -121,10 +122,20 @@ export class Company {
     return task;
   }
 
-  /** Apply events in order; returns nothing, tells listeners once per batch. */
+  /** Apply events in order; returns nothing, tells listeners once per batch. A subtree's
+   * cancel is applied as one ending per task it ended (endings.js). */
   apply(events) {
-    for (const e of events) this.applyOne(e);
+    for (const e of events) for (const one of endings(e, this.tree)) this.applyOne(one);
     this.emit({ type: "events", events });
+  }
+
+  /** The model's tree, as endings.js reads it. */
+  get tree() {
+    return {
+      children: (id) => this.children.get(id),
+      status: (id) => this.tasks.get(id)?.status,
+      agent: (id) => this.tasks.get(id)?.assignee,
+    };
   }
 
   applyOne(e) {
