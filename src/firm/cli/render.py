@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from firm.endings import ends_many
 from firm.events import CATALOGUE, EventKind
 from firm.store.base import Event
 from firm.tasks import Status, Task
@@ -148,4 +149,7 @@ def event_line(e: Event) -> str | None:
         extra = f": {e.data.get('error')}"
     elif e.kind == EventKind.TOOL_DENIED:
         extra = f" {e.data.get('tool')} ({e.data.get('code')})"
+    elif ends_many(e.kind, e.data):  # one entry for the whole subtree (firm/endings.py)
+        n = e.data.get("ended")
+        extra = f": {n} task{'s' if n != 1 else ''} under it: {e.data.get('reason')}"
     return f"{clock} {word:<9} {e.task_id} {e.agent or ''}{extra}"

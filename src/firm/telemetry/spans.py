@@ -17,6 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from firm.endings import ends_many
 from firm.events import EventKind
 
 SESSION_ENDS = {
@@ -103,6 +104,8 @@ class SpanBuilder:
 
     def _one(self, e: Any) -> list[SpanRecord]:
         kind, data = e.kind, e.data or {}
+        if ends_many(kind, data):
+            return self._subtree_cancelled(e)
         if kind == EventKind.STARTED:
             return self._start_session(e)
         session = self._sessions.get(e.task_id)
@@ -160,8 +163,32 @@ class SpanBuilder:
         self._sessions[e.task_id] = _Open(span, e.task_id)
         return []
 
-    def _end_session(self, e: Any) -> list[SpanRecord]:
-        opened = self._sessions.pop(e.task_id, None)
+    def _subtree_cancelled(self, e: Any) -> list[SpanRecord]:
+        """A subtree's cancel (one entry on its top, firm/endings.py) ends every session of
+        this process under that top, as per-task entries did."""
+        out: list[SpanRecord] = []
+        for task_id in [t for t in self._sessions if self._under(t, e.task_id)]:
+            out.extend(self._end_session(e, task_id))
+        info = self._info(e.task_id)
+        if info.parent_id is None:
+            out.append(self._goal(e, info))
+        return out
+
+    def _under(self, task_id: str, top: str) -> bool:
+        seen: set[str] = set()
+        cur: str | None = task_id
+        while cur is not None and cur not in seen:
+            if cur == top:
+                return True
+            seen.add(cur)
+            try:
+                cur = self._info(cur).parent_id
+            except LookupError:
+                return False
+        return False
+
+    def _end_session(self, e: Any, task_id: str | None = None) -> list[SpanRecord]:
+        opened = self._sessions.pop(task_id or e.task_id, None)
         if opened is None:
             return []
         span = opened.span
