@@ -1,8 +1,9 @@
 """Cancelling a 10,000-task subtree: the time and the SQL statements it takes.
 
 A goal with 100 reports, each with 99 reports of its own (10,001 open tasks, built with the
-store's own batched delegation), is cancelled from the top. Printed: the wall time of
-`store.cancel`, the statements it sent (an executemany is one) and the log entries it wrote.
+store's own batched delegation), is cancelled from the top. Printed: the wall time and CPU of
+`store.cancel`, the statements it sent (an executemany is one; with --sql, each one's first
+words) and the log entries it wrote (one since issue 16: the subtree's root's `cancelled`).
 
     python benchmarks/cancel_subtree.py [--db URL] [--fanout 100]
 """
@@ -46,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", help="a store URL (default: a new SQLite file)")
     parser.add_argument("--fanout", type=int, default=100)
+    parser.add_argument("--sql", action="store_true", help="list the statements sent")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(args.db or Path(tmp) / "cancel.db", migrate=True)
@@ -53,26 +55,29 @@ def main() -> None:
         root_id = build(store, args.fanout)
         built = time.perf_counter() - t0
         size = len(store.subtree(root_id))
-        statements = 0
+        sent: list[str] = []
 
-        def count(*_a: object) -> None:
-            nonlocal statements
-            statements += 1
+        def count(_conn: object, _cursor: object, statement: str, *_a: object) -> None:
+            sent.append(" ".join(statement.split())[:90])
 
+        head = store.last_seq()
         event.listen(store.engine, "before_cursor_execute", count)
-        head = store.events_after(0, limit=1)[0].seq if size else 0
         t0, cpu0 = time.perf_counter(), time.process_time()
         cancelled = store.cancel(root_id, "benchmark")
         seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         event.remove(store.engine, "before_cursor_execute", count)
         entries = sum(1 for e in store.events_after(head, limit=10 * size) if e.kind == "cancelled")
         store.close()
+    statements = len(sent)
     print(
         f"cancel_subtree · {store.dialect} · {size} open tasks (built in {built:.1f} s)\n"
         f"  cancel: {len(cancelled)} tasks in {seconds * 1000:.0f} ms · {statements} SQL "
         f"statements · {entries} log entries · {seconds / len(cancelled) * 1e6:.0f} µs per task "
-        f"({cpu / len(cancelled) * 1e6:.0f} µs of CPU)"
+        f"({cpu / len(cancelled) * 1e6:.0f} µs of CPU; {cpu * 1000:.0f} ms in all)"
     )
+    if args.sql:
+        for s in sent:
+            print(f"    {s}")
 
 
 if __name__ == "__main__":

@@ -42,10 +42,13 @@ class Cancellation(Plans):
         """Cancel the task and its open subtree; returns the ids cancelled (sorted)."""
         with self._write() as tx:
             parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
+            # Driven by the subtree alone: its walk keeps only the open tasks (in this
+            # statement's snapshot, and their rows are locked). Testing the status here again
+            # had the planner walk every open task of the store, not the subtree.
             ids = (
                 tx.conn.execute(
                     update(T)
-                    .where(T.c.id.in_(select(sub.c.id)), T.c.status.in_(OPEN_VALUES))
+                    .where(T.c.id.in_(select(sub.c.id)))
                     .values(
                         status=str(Status.CANCELLED),
                         error=reason,
