@@ -9,6 +9,7 @@ import pytest
 from pg_helpers import claim_task, done, started_manager
 
 from firm.endings import ended_sha256, expand
+from firm.errors import TaskNotFound
 from firm.events import EventKind
 from firm.store import SqlStore
 from firm.store.base import NewTask
@@ -112,3 +113,10 @@ def test_concurrent_cancels_each_stamp_their_own_entry(store: SqlStore) -> None:
         assert e.task_id in ids and len(ids) == e.data["ended"]
         assert ended_sha256(ids) == e.data["ended_sha256"]
         assert {t.id for t in store.subtree(str(e.task_id)) if t.finished_at} >= set(ids)
+
+
+def test_cancelling_a_task_the_store_does_not_have_is_refused(store: SqlStore) -> None:
+    head = store.last_seq()
+    with pytest.raises(TaskNotFound):
+        store.cancel("T-0000000000000000", "stop")
+    assert store.last_seq() == head

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, false, func, select, true, update
 
 from firm.endings import ended_sha256
+from firm.errors import TaskNotFound
 from firm.events import EventKind
 from firm.store import schema
 from firm.store.approvals import APPROVED, PENDING
@@ -41,28 +42,32 @@ class Cancellation(Plans):
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[str]:
         """Cancel the task and its open subtree; returns the ids cancelled (sorted)."""
         with self._write() as tx:
-            parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
+            if tx.locking:
+                parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
+            else:
+                # SQLite's write transaction holds the whole file: nothing to lock first, and
+                # the parent's id comes back with the UPDATE (read only if the top was not open).
+                sub = self._subtree_ids(task_id, open_only=True).subquery()
             # Driven by the subtree alone: its walk keeps only the open tasks (in this
             # statement's snapshot, and their rows are locked). Testing the status here again
             # had the planner walk every open task of the store, not the subtree.
-            ids = (
-                tx.conn.execute(
-                    update(T)
-                    .where(T.c.id.in_(select(sub.c.id)))
-                    .values(
-                        status=str(Status.CANCELLED),
-                        error=reason,
-                        finished_at=tx.now,
-                        updated_at=tx.now,
-                        lease_expires_at=None,
-                        cancelled_by_seq=_seq_of_next(tx),
-                    )
-                    .returning(T.c.id)
+            rows = tx.conn.execute(
+                update(T)
+                .where(T.c.id.in_(select(sub.c.id)))
+                .values(
+                    status=str(Status.CANCELLED),
+                    error=reason,
+                    finished_at=tx.now,
+                    updated_at=tx.now,
+                    lease_expires_at=None,
+                    cancelled_by_seq=_seq_of_next(tx),
                 )
-                .scalars()
-                .all()
-            )
-            cancelled = sorted(ids)
+                .returning(T.c.id, T.c.parent_id)
+            ).all()
+            if not tx.locking:
+                top = next((r for r in rows if r[0] == task_id), None)
+                parent_id = top[1] if top is not None else self._parent_of(tx, task_id)
+            cancelled = sorted(r[0] for r in rows)
             if cancelled:
                 data = {"reason": reason, "by": by, "ended": len(cancelled)}
                 data["ended_sha256"] = ended_sha256(cancelled)
@@ -122,6 +127,12 @@ class Cancellation(Plans):
                 self._withdraw(tx, self._asking(tx, ended), by)
                 self._wake_if_done(tx, parent_id)
         return revoked
+
+    def _parent_of(self, tx: Tx, task_id: str) -> str | None:
+        head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
+        if head is None:
+            raise TaskNotFound(task_id)
+        return head[0]
 
     def ended_by(self, seq: int) -> list[str]:
         """The ids a subtree's `cancelled` entry at `seq` ended, sorted (its digest's order)."""
