@@ -22,6 +22,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedOffice]:
     office.close()
 
 
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedOffice]:
+    """Turns slow enough that a cancel lands while the run works, however loaded the machine."""
+    office = serve(tmp_path_factory.mktemp("replay-slow"), "--sim-latency", "1.5")
+    yield office
+    office.close()
+
+
 def open_page(browser, served: ServedOffice, errors: list[str]):  # type: ignore[no-untyped-def]
     page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
@@ -122,14 +130,14 @@ def test_a_replay_ends_in_the_state_the_live_page_reached(browser, served: Serve
 
 
 def test_a_replay_of_a_cancelled_run_ends_where_the_live_page_did(
-    browser, served: ServedOffice
+    browser, slow: ServedOffice
 ) -> None:
     """A cancel is one log entry for the whole subtree: live, the page and its replay both
     turn it into every task's ending, and the feed says it in one line."""
     errors: list[str] = []
-    page = open_page(browser, served, errors)
-    auth = {"Authorization": f"Bearer {served.token}"}
-    with httpx.Client(base_url=served.url, timeout=30) as c:
+    page = open_page(browser, slow, errors)
+    auth = {"Authorization": f"Bearer {slow.token}"}
+    with httpx.Client(base_url=slow.url, timeout=30) as c:
         root = c.post("/api/tasks", json={"goal": "Plan a product launch"}, headers=auth).json()[
             "id"
         ]
@@ -142,7 +150,7 @@ def test_a_replay_of_a_cancelled_run_ends_where_the_live_page_did(
         assert r.status_code == 200, r.text
         n = len(r.json()["cancelled"])
         assert n >= 2  # the goal and work under way below it
-    assert wait_for_end(served, root)["status"] == "cancelled"
+    assert wait_for_end(slow, root)["status"] == "cancelled"
     page.wait_for_function(
         "(root) => window.__office.summary(root).tasks.every((t) =>"
         " ['done', 'failed', 'cancelled'].includes(t.status))",
