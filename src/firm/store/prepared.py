@@ -32,7 +32,7 @@ Params = Mapping[str, Any]
 
 
 class _Compiled:
-    __slots__ = ("defaults", "names", "processors", "sql", "usable")
+    __slots__ = ("defaults", "names", "processors", "row_class", "sql", "usable")
 
     def __init__(self, stmt: ClauseElement, dialect: Any):
         compiled = cast(SQLCompiler, stmt.compile(dialect=dialect))
@@ -45,6 +45,7 @@ class _Compiled:
         self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
             procs.get(name) for name in self.names
         )
+        self.row_class: type[Row] | None = None
         # Tuple-valued binds convert per element: those statements take SQLAlchemy's path.
         self.usable = "POSTCOMPILE" not in self.sql and all(
             p is None or callable(p) for p in self.processors
@@ -146,15 +147,18 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
         return conn.execute(stmt, params)  # type: ignore[call-overload]
     args = compiled.args(params)
     cursor = _cursor(conn)
+    before, after = _listeners(conn)
     try:
-        if conn.dispatch.before_cursor_execute:
-            conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, False)
+        if before is not None:
+            before(conn, cursor, compiled.sql, args, None, False)
         cursor.execute(compiled.sql, args)
-        if conn.dispatch.after_cursor_execute:
-            conn.dispatch.after_cursor_execute(conn, cursor, compiled.sql, args, None, False)
+        if after is not None:
+            after(conn, cursor, compiled.sql, args, None, False)
         rows: list[Row] = []
         if cursor.description is not None:
-            cls = _row_class(tuple(d[0] for d in cursor.description))
+            cls = compiled.row_class
+            if cls is None:  # a statement's columns are its own: named once
+                cls = compiled.row_class = _row_class(tuple(d[0] for d in cursor.description))
             rows = [cls(r) for r in cursor.fetchall()]
         return Rows(rows, cursor.rowcount)
     except sqlite3.Error as exc:
@@ -176,12 +180,13 @@ def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> N
         return
     args = [compiled.args(r) for r in rows]
     cursor = _cursor(conn)
+    before, after = _listeners(conn)
     try:
-        if conn.dispatch.before_cursor_execute:
-            conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, True)
+        if before is not None:
+            before(conn, cursor, compiled.sql, args, None, True)
         cursor.executemany(compiled.sql, args)
-        if conn.dispatch.after_cursor_execute:
-            conn.dispatch.after_cursor_execute(conn, cursor, compiled.sql, args, None, True)
+        if after is not None:
+            after(conn, cursor, compiled.sql, args, None, True)
     except sqlite3.Error as exc:
         raise _wrapped(exc, compiled.sql, args, conn) from exc
     finally:
@@ -191,9 +196,10 @@ def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> N
 def run_sql(conn: Connection, sql: str) -> None:
     """Execute a fixed SQL text without parameters on SQLite's cursor (BEGIN IMMEDIATE)."""
     cursor = _cursor(conn)
+    before, _after = _listeners(conn)
     try:
-        if conn.dispatch.before_cursor_execute:
-            conn.dispatch.before_cursor_execute(conn, cursor, sql, (), None, False)
+        if before is not None:
+            before(conn, cursor, sql, (), None, False)
         cursor.execute(sql)
     except sqlite3.Error as exc:
         raise _wrapped(exc, sql, (), conn) from exc
@@ -229,8 +235,22 @@ def end(conn: Connection, commit: bool) -> None:
         raise _wrapped(exc, "COMMIT" if commit else "ROLLBACK", (), conn) from exc
 
 
+Listener = Callable[..., None]
+
+
+def _listeners(conn: Connection) -> tuple[Listener | None, Listener | None]:
+    """The connection's before_ and after_cursor_execute listeners, None where it has none:
+    looked up once per statement (each look through SQLAlchemy's dispatch costs a few µs)."""
+    dispatch = conn.dispatch
+    before = dispatch.before_cursor_execute
+    after = dispatch.after_cursor_execute
+    return (before if before else None), (after if after else None)
+
+
 def _cursor(conn: Connection) -> sqlite3.Cursor:
-    return conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    # dbapi_connection: a plain attribute; driver_connection is two properties to the same
+    # sqlite3 connection (they differ only for asyncio drivers).
+    return conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr,return-value]
 
 
 def _wrapped(exc: sqlite3.Error, sql: str, args: Any, conn: Connection) -> StatementError:
