@@ -271,6 +271,10 @@ class GroupWriter:
             self.head.known = None  # whether the head moved is not known
             with contextlib.suppress(Exception):
                 txn.rollback()
+            if self.keep:  # as after a failed write alone: the kept connection goes
+                self._kept = None
+                with contextlib.suppress(Exception):
+                    txn.connection.close()
             raise
         if head is not None:
             self.head.known = head
