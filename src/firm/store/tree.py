@@ -46,12 +46,7 @@ class TaskTree(SqlBase):
     def _lock_family(self, tx: Tx, task_id: str) -> Task:
         """The task, read under the lock order: on PostgreSQL its parent's row is locked
         first (parent before child, everywhere); SQLite's transaction holds the whole file."""
-        if tx.locking:
-            head = run(tx.conn, Q.PARENT_OF, {"id": task_id}).first()
-            if head is None:
-                raise TaskNotFound(task_id)
-            if head[0] is not None:
-                self._lock_task(tx, head[0])
+        self._lock_parent(tx, task_id)  # none locked: a root task, or no such task
         task = self._lock_task(tx, task_id)
         if task is None:
             raise TaskNotFound(task_id)
