@@ -78,3 +78,14 @@ def test_a_session_that_lost_its_lease_stops_and_leaves_the_task_to_its_new_work
         engine.stop()
     # Stopping did not hand back a task that is no longer this engine's.
     assert other.get_task(root_id).worker_id == "the-new-worker"
+
+
+def test_deliverables_are_flushed_to_disk_when_the_store_fsyncs_its_commits(store, tmp_path):
+    """PostgreSQL fsyncs each commit, so a task's files must outlive a power cut as its row
+    does; SQLite (synchronous=NORMAL) does not, and neither do its files by default."""
+    engine = Engine(store, max_concurrent=1)
+    root = engine.submit(parse_org(SOLO, "<solo>"), "Write it down", workspace=tmp_path / "ws")
+    try:
+        assert engine.company(root.root_id).workspace.sync is (store.dialect == "postgresql")
+    finally:
+        engine.stop()

@@ -51,9 +51,15 @@ class Company(AuthorityPolicy):
 
     @classmethod
     def from_run(
-        cls, run: RunSpec, brain: Brain | None = None, org: OrgChart | None = None
+        cls,
+        run: RunSpec,
+        brain: Brain | None = None,
+        org: OrgChart | None = None,
+        durable: bool = False,
     ) -> Company:
-        """The company of a stored run; `org` saves re-parsing a chart the caller already has."""
+        """The company of a stored run; `org` saves re-parsing a chart the caller already has.
+        `durable`: the store fsyncs each commit (PostgreSQL), so the workspace flushes each
+        file it writes too; otherwise it follows FIRM_WORKSPACE_SYNC (tools/workspace.py)."""
         org = org or parse_org(run.org_yaml, run.org_source)
         base = Path(run.org_source).parent if run.org_source and "<" not in run.org_source else None
         brain = brain or make_brain(run.brain, run.brain_options)
@@ -71,7 +77,7 @@ class Company(AuthorityPolicy):
             org=org,
             brain=brain,
             registry=build_registry(org, base, sources),
-            workspace=Workspace(run.workspace),
+            workspace=Workspace(run.workspace, sync=True if durable else None),
             sources=sources,
             brains=brains,
         )

@@ -58,8 +58,10 @@ def prepare_run(
     submitter: str = "user",
     brain_override: Brain | None = None,
     now: float | None = None,
+    durable: bool = False,
 ) -> NewRun:
-    """Check a submission and build the run's record and root task (see Engine.submit)."""
+    """Check a submission and build the run's record and root task (see Engine.submit);
+    `durable` as for Company.from_run."""
     goal = goal.strip()
     if not goal:
         raise FirmError("the goal is empty")
@@ -79,7 +81,7 @@ def prepare_run(
         workspace=str(ws),
     )
     # Built now so a wrong brain or tool module fails here, not later in a worker.
-    company = Company.from_run(run, brain_override, org=org)
+    company = Company.from_run(run, brain_override, org=org, durable=durable)
     try:
         prio = Priority.parse(priority)
     except ValueError as exc:

@@ -151,6 +151,7 @@ class Engine:
             submitter=submitter,
             brain_override=self._brain_override,
             now=self.clock.now(),
+            durable=self.store.dialect == "postgresql",
         )
         task = self.store.create_run(new.run, new.root)
         with self._companies_lock:
@@ -302,7 +303,11 @@ class Engine:
         with self._companies_lock:
             company = self._companies.get(run_id)
             if company is None:
-                company = Company.from_run(self.store.run(run_id), self._brain_override)
+                company = Company.from_run(
+                    self.store.run(run_id),
+                    self._brain_override,
+                    durable=self.store.dialect == "postgresql",
+                )
                 self._companies[run_id] = company
             return company
 

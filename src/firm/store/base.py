@@ -83,6 +83,7 @@ PendingEvents = Sequence[tuple[str, str | None, str | None, dict[str, Any]]]
 
 class Store(Protocol):
     url: str
+    dialect: str  # "sqlite" or "postgresql"
 
     # lifecycle
     def close(self) -> None: ...
