@@ -67,9 +67,11 @@ def test_killed_runs_resume_to_the_same_tree_with_nothing_lost_or_done_twice(
 ) -> None:
     (tmp_path / "company.yaml").write_text(ORG)
     rng = random.Random(1234)
-    # Sessions linger after acting, so kills land after delegations and file writes too.
+    # Sessions linger after acting, so kills land after delegations and file writes too: long
+    # enough that the first kill, sent when a manager is seen to have delegated, still finds
+    # its session open on a loaded machine.
     common = ["--db", "state/firm.db", "--workspace", "ws", "--sim-latency", "0.15",
-              "--sim-linger", "0.15"]  # fmt: skip
+              "--sim-linger", "0.4"]  # fmt: skip
     kills = 0
     proc = start(["run", "company.yaml", "Ship the product", *common], tmp_path)
     # The first kill lands on purpose inside a manager's turn, after it has delegated; the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import getpass
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,11 @@ def test_a_note_on_a_waiting_manager_is_in_its_next_wake(
     runner.start()
     try:
         assert eng_called.wait(30)
-        assert firm.task(root).status == Status.WAITING
+        # The report can be at work before the CEO's yield is written: wait for the wait.
+        deadline = time.monotonic() + 30
+        while firm.task(root).status != Status.WAITING:
+            assert time.monotonic() < deadline, firm.task(root).status
+            time.sleep(0.01)
         firm.store.add_note(root, "bob", "Budget is capped at 5k.")
     finally:
         go_on.set()
