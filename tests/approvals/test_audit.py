@@ -95,6 +95,9 @@ def test_a_run_cancelled_after_an_approval_still_verifies(
     _script_transfer(model, [])
     root = submit()
     assert firm.run_until(root, timeout=30).status == Status.WAITING
+    # The engine stops, so the approved call cannot run before the cancel lands (a live
+    # engine would pick it up at once: a run that ends normally, not the case under test).
+    firm.engine.stop()
     (a,) = firm.store.approvals(status="pending")
     with Firm(firm.store.url) as person:  # approved while no session has run the call yet
         person.store.decide_approval(a.id, "approved", "alice")
