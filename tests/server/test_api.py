@@ -166,8 +166,16 @@ def test_cancelling_a_running_goal_cancels_its_whole_open_tree(slow_office: Runn
 
     with slow_office.client() as c:
         r = c.post(f"/api/tasks/{root}/cancel")
-    assert r.status_code == 409
-    assert "already cancelled" in r.json()["detail"]
+        assert r.status_code == 409
+        assert "already cancelled" in r.json()["detail"]
+        # One entry records the whole cancel, on the goal; a subtask's history still shows it
+        # (the office's drawer lists a task's events from here), and no other goal's entries.
+        sub = next(t for t in after["subtree"] if t["parent_id"] and t["status"] == "cancelled")
+        history = c.get("/api/events", params={"task": sub["id"]}).json()["events"]
+    ended = [e for e in history if e["kind"] == "cancelled"]
+    assert [(e["task_id"], e["data"]["reason"]) for e in ended] == [(root, "the offsite is off")]
+    assert {e["task_id"] for e in history} == {sub["id"], root}
+    assert [e["seq"] for e in history] == sorted(e["seq"] for e in history)
 
 
 def test_a_cancelled_subtask_reaches_its_manager_who_still_reports(

@@ -200,12 +200,19 @@ def build_router(office: Office) -> APIRouter:
         ] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 200,
         task: Annotated[
-            str | None, Query(max_length=64, description="Only the events of this task.")
+            str | None,
+            Query(
+                max_length=64,
+                description="Only the events of this task (and the cancel that ended it, "
+                "when that was written on an ancestor).",
+            ),
         ] = None,
     ) -> EventPage:
         """Events in order. Page with `after=next_after` until `events` is empty."""
         last = store.last_seq()
-        events = store.events_after(after, limit, task_ids=[task] if task else None)
+        events = store.events_after(
+            after, limit, task_ids=[task] if task else None, with_cancels=True
+        )
         return EventPage(
             events=[EventOut.model_validate(e.to_dict()) for e in events],
             next_after=events[-1].seq if events else after,

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, or_, select
 
 from firm.store import queries as Q
 from firm.store import schema
@@ -17,6 +17,7 @@ from firm.store.retry import retrying
 from firm.store.rows import event_from_row
 
 E = schema.events
+T = schema.tasks
 
 
 class EventLog(SqlBase):
@@ -30,11 +31,25 @@ class EventLog(SqlBase):
 
     @retrying
     def events_after(
-        self, seq: int, limit: int = 1000, task_ids: Iterable[str] | None = None
+        self,
+        seq: int,
+        limit: int = 1000,
+        task_ids: Iterable[str] | None = None,
+        with_cancels: bool = False,
     ) -> list[Event]:
+        """Entries after `seq` in order; with `task_ids`, those tasks' own. `with_cancels` adds
+        the cancel that ended each of them when it was written on an ancestor (one entry ends a
+        whole subtree): a task's history then shows how it ended."""
         q = select(E).where(E.c.seq > seq).order_by(E.c.seq).limit(limit)
         if task_ids is not None:
-            q = q.where(E.c.task_id.in_(list(task_ids)))
+            ids = list(task_ids)
+            mine: ColumnElement[bool] = E.c.task_id.in_(ids)
+            if with_cancels:
+                ended_by = select(T.c.cancelled_by_seq).where(
+                    T.c.id.in_(ids), T.c.cancelled_by_seq.is_not(None)
+                )
+                mine = or_(mine, E.c.seq.in_(ended_by))
+            q = q.where(mine)
         with self._read() as conn:
             return [event_from_row(r) for r in conn.execute(q)]
 
