@@ -9,7 +9,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from sqlalchemy import text
 from firm.chain import entry_hash
 from firm.errors import TaskNotHeld
 from firm.events import EventKind, InvalidEvent
-from firm.store import SqlStore
+from firm.store import SqlStore, open_store
 from firm.store.base import NewTask
 from firm.tasks import Outcome, Status
 
@@ -290,15 +290,23 @@ def test_a_write_inside_a_write_of_the_same_thread_is_refused_not_hung(store):
     assert [d["text"] for d in kinds_for(store, root.id, "thought")] == ["outer", "after"]
 
 
+@pytest.fixture
+def pg_store(pg_url: str) -> Iterator[SqlStore]:
+    """PostgreSQL only (its server's connections can be cut), grouping on as by default."""
+    store = open_store(pg_url)
+    assert store.group_commit
+    yield store
+    store.close()
+
+
 def test_a_connection_cut_under_a_group_is_retried_by_every_member_not_crashed(
-    store, pg_server, request
-):
+    pg_store: SqlStore, pg_server: Any
+) -> None:
     """The server drops the group's connection while a member's body runs (an administrator's
     kill, a failover). Every member of that transaction is re-run by the retry layer and lands
     exactly once; none sees SQLAlchemy's "rollback first" error, which a worker would take for
     a crashed session."""
-    if "postgresql" not in store.url:
-        pytest.skip("cuts a PostgreSQL server's connection")
+    store = pg_store
     root = new_root(store)
     before = store.last_seq()
     release = threading.Event()
