@@ -7,7 +7,8 @@ claims the woken task for it, and the worker runs it next. Concurrency is unchan
 session ends where one starts, so neither the engine's limit nor the store's cap can be
 passed. It never jumps the queue: work of a higher priority already waiting goes first.
 A settle that wakes nothing (a leaf's, most of them) claims the head of the queue instead,
-under the store's cap like any claim.
+under the store's cap like any claim — on SQLite, where one process holds the queue; on
+PostgreSQL the workers' wake-ups share it out.
 """
 
 from __future__ import annotations
@@ -55,10 +56,14 @@ def claim_next(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) ->
     unless waiting work outranks them, else the head of the queue (within the store's cap);
     returns those claimed, each with its `started` entry emitted."""
     # A leaf's slot is handed on like a manager's: without it every leaf that ends costs a
-    # scheduler wake-up and a claim transaction of its own.
-    return _claim_woken(tx, woke, worker_id, lease_seconds) or claim_top(
-        tx, worker_id, 1, lease_seconds
-    )
+    # scheduler wake-up and a claim transaction of its own. Not on PostgreSQL, where worker
+    # processes share the queue: a settling worker taking its head at every settle kept the
+    # others' wake-ups from spreading the work (4 workers, the 1,111-task company: 98 -> 26
+    # tasks/s, claim latency p99 9 -> 40 s).
+    claimed = _claim_woken(tx, woke, worker_id, lease_seconds)
+    if claimed or tx.locking:
+        return claimed
+    return claim_top(tx, worker_id, 1, lease_seconds)
 
 
 def _claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -> list[Task]:
