@@ -13,7 +13,7 @@ PostgreSQL the workers' wake-ups share it out.
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, select, update
 
 from firm.events import EventKind
 from firm.store import queries as Q
@@ -38,14 +38,7 @@ AHEAD_OF_ONE = (
 CLAIM_ONE = (
     update(T)
     .where(T.c.id == bindparam("p_id"), T.c.status == _TODO, T.c.held_by_plan.is_(None))
-    .values(  # as queries.CLAIM
-        status=str(Status.IN_PROGRESS),
-        worker_id=bindparam("p_worker"),
-        lease_expires_at=bindparam("p_lease"),
-        attempts=T.c.attempts + 1,
-        started_at=func.coalesce(T.c.started_at, bindparam("p_now")),
-        updated_at=bindparam("p_now"),
-    )
+    .values(Q.CLAIMED)
     .returning(*T.c)
 )
 CLAIM_ONE_UNLESS_OUTRANKED = CLAIM_ONE.where(T.c.priority >= bindparam("p_ahead"))

@@ -137,6 +137,15 @@ CLAIM_PICK = (
     .limit(bindparam("p_limit"))
 )
 CLAIM_PICK_SKIP_LOCKED = CLAIM_PICK.with_for_update(skip_locked=True)
+# What every claim sets: the session's worker and lease, one more attempt, the start time.
+CLAIMED = {
+    "status": str(Status.IN_PROGRESS),
+    "worker_id": bindparam("p_worker"),
+    "lease_expires_at": bindparam("p_lease"),
+    "attempts": T.c.attempts + 1,
+    "started_at": func.coalesce(T.c.started_at, bindparam("p_now")),
+    "updated_at": bindparam("p_now"),
+}
 CLAIM = (
     update(T)
     .where(
@@ -144,14 +153,7 @@ CLAIM = (
         T.c.status == str(Status.TODO),
         T.c.held_by_plan.is_(None),
     )
-    .values(
-        status=str(Status.IN_PROGRESS),
-        worker_id=bindparam("p_worker"),
-        lease_expires_at=bindparam("p_lease"),
-        attempts=T.c.attempts + 1,
-        started_at=func.coalesce(T.c.started_at, bindparam("p_now")),
-        updated_at=bindparam("p_now"),
-    )
+    .values(CLAIMED)
     .returning(*T.c)
 )
 # SQLite: pick and claim in one statement (the write transaction holds the whole file, so
@@ -159,17 +161,7 @@ CLAIM = (
 # The picked rows are todo by the pick itself, in the same statement: the update finds them
 # by primary key (a status test here would lead SQLite to walk every todo task instead).
 CLAIM_TOP = (
-    update(T)
-    .where(T.c.id.in_(CLAIM_PICK.scalar_subquery()))
-    .values(
-        status=str(Status.IN_PROGRESS),
-        worker_id=bindparam("p_worker"),
-        lease_expires_at=bindparam("p_lease"),
-        attempts=T.c.attempts + 1,
-        started_at=func.coalesce(T.c.started_at, bindparam("p_now")),
-        updated_at=bindparam("p_now"),
-    )
-    .returning(*T.c)
+    update(T).where(T.c.id.in_(CLAIM_PICK.scalar_subquery())).values(CLAIMED).returning(*T.c)
 )
 RUNNING_COUNT = select(func.count()).select_from(T).where(T.c.status == str(Status.IN_PROGRESS))
 MAX_RUNNING = select(schema.meta.c.value).where(schema.meta.c.key == "max_running")
