@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, false, func, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    bindparam,
+    case,
+    false,
+    func,
+    literal_column,
+    select,
+    true,
+    update,
+)
 
 from firm.endings import ended_sha256
 from firm.errors import TaskNotFound
@@ -13,12 +23,14 @@ from firm.events import EventKind
 from firm.store import schema
 from firm.store.approvals import APPROVED, PENDING
 from firm.store.plans import Plans
-from firm.store.queries import OPEN_VALUES
+from firm.store.prepared import run
+from firm.store.queries import OPEN_VALUES, is_open
 from firm.store.retry import retrying
 from firm.store.transaction import Tx
 from firm.tasks import Status
 
 T = schema.tasks
+E = schema.events
 A = schema.approvals
 HEAD = schema.chain_head
 
@@ -37,6 +49,59 @@ def _seq_of_next(tx: Tx, later: int = 0) -> ColumnElement[Any]:
     return head.scalar_subquery() + (tx.ahead + len(tx.pending) + 1 + later)
 
 
+def _sqlite_cancel(where: ColumnElement[bool], cte=None):  # type: ignore[no-untyped-def]
+    """A cancel's UPDATE on SQLite, built once (store/prepared.py runs it on the driver). The
+    write transaction holds the whole file, so the head read inside it is the one the
+    entry follows: its seq is the head's plus `p_offset` (the entries ahead of it)."""
+    head = select(HEAD.c.seq).where(HEAD.c.id == 1).scalar_subquery()
+    stmt = update(T)
+    if cte is not None:
+        stmt = stmt.add_cte(cte)
+    return (
+        stmt.where(where)
+        .values(
+            status=str(Status.CANCELLED),
+            error=bindparam("p_reason"),
+            finished_at=bindparam("p_now"),
+            updated_at=bindparam("p_now"),
+            lease_expires_at=None,
+            cancelled_by_seq=head + bindparam("p_offset"),
+        )
+        .returning(T.c.id, T.c.parent_id)
+    )
+
+
+# A run's root: its subtree is its run (a task's root_id is its run's, and only a root's id is
+# a root_id), so the open tasks are a seek on the open index, (status, run), with no walk. Any
+# other task matches nothing here, for the price of that seek.
+_ROW = literal_column("tasks.rowid")
+_OPEN_LITERALS = [literal_column(f"'{s}'") for s in sorted(OPEN_VALUES)]  # a fixed SQL text
+CANCEL_RUN = _sqlite_cancel(
+    (T.c.root_id == bindparam("p_id")) & T.c.status.in_(_OPEN_LITERALS) & is_open(T.c.status)
+)
+
+
+def _walk():  # type: ignore[no-untyped-def]
+    """The subtree below a task, as rowids (the UPDATE then reads each row by its key, not
+    through the index on ids), with each row's status."""
+    top = select(_ROW.label("rid"), T.c.id, T.c.status).where(T.c.id == bindparam("p_id"))
+    tree = top.cte("subtree", recursive=True)
+    child = T.alias("child")
+    return tree.union_all(
+        select(literal_column("child.rowid"), child.c.id, child.c.status).where(
+            child.c.parent_id == tree.c.id
+        )
+    )
+
+
+_TREE = _walk()
+# Driven by the walk alone: testing the status on the table here as well would let the
+# planner walk every open task of the store through an open index instead of the subtree.
+CANCEL_SUBTREE = _sqlite_cancel(
+    _ROW.in_(select(_TREE.c.rid).where(_TREE.c.status.in_(_OPEN_LITERALS))), _TREE
+)
+
+
 class Cancellation(Plans):
     @retrying
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[str]:
@@ -44,29 +109,38 @@ class Cancellation(Plans):
         with self._write() as tx:
             if tx.locking:
                 parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
+                # Driven by the subtree alone: its walk keeps only the open tasks (in this
+                # statement's snapshot, and their rows are locked).
+                rows = tx.conn.execute(
+                    update(T)
+                    .where(T.c.id.in_(select(sub.c.id)))
+                    .values(
+                        status=str(Status.CANCELLED),
+                        error=reason,
+                        finished_at=tx.now,
+                        updated_at=tx.now,
+                        lease_expires_at=None,
+                        cancelled_by_seq=_seq_of_next(tx),
+                    )
+                    .returning(T.c.id, T.c.parent_id)
+                ).all()
             else:
-                # SQLite's write transaction holds the whole file: nothing to lock first, and
-                # the parent's id comes back with the UPDATE (read only if the top was not open).
-                sub = self._subtree_ids(task_id, open_only=True).subquery()
-            # Driven by the subtree alone: its walk keeps only the open tasks (in this
-            # statement's snapshot, and their rows are locked). Testing the status here again
-            # had the planner walk every open task of the store, not the subtree.
-            rows = tx.conn.execute(
-                update(T)
-                .where(T.c.id.in_(select(sub.c.id)))
-                .values(
-                    status=str(Status.CANCELLED),
-                    error=reason,
-                    finished_at=tx.now,
-                    updated_at=tx.now,
-                    lease_expires_at=None,
-                    cancelled_by_seq=_seq_of_next(tx),
-                )
-                .returning(T.c.id, T.c.parent_id)
-            ).all()
-            if not tx.locking:
-                top = next((r for r in rows if r[0] == task_id), None)
-                parent_id = top[1] if top is not None else self._parent_of(tx, task_id)
+                # SQLite's write transaction holds the whole file: nothing to lock first. A
+                # run's root is tried first; for any other task, the walk down its subtree,
+                # which returns the top's parent for the wake (read apart only when the top
+                # was not open).
+                args = {
+                    "p_id": task_id,
+                    "p_reason": reason,
+                    "p_now": tx.now,
+                    "p_offset": tx.ahead + len(tx.pending) + 1,
+                }
+                rows = run(tx.conn, CANCEL_RUN, args).all()
+                parent_id = None
+                if not rows:
+                    rows = run(tx.conn, CANCEL_SUBTREE, args).all()
+                    top = next((r for r in rows if r[0] == task_id), None)
+                    parent_id = top[1] if top is not None else self._parent_of(tx, task_id)
             cancelled = sorted(r[0] for r in rows)
             if cancelled:
                 data = {"reason": reason, "by": by, "ended": len(cancelled)}
@@ -135,10 +209,16 @@ class Cancellation(Plans):
         return head[0]
 
     def ended_by(self, seq: int) -> list[str]:
-        """The ids a subtree's `cancelled` entry at `seq` ended, sorted (its digest's order)."""
+        """The ids a subtree's `cancelled` entry at `seq` ended, sorted (its digest's order):
+        found down the subtree of the entry's task (the rows it ended are all there), so no
+        index on the stamp is kept up by every cancelled row."""
         with self._read() as conn:
-            rows = conn.execute(select(T.c.id).where(T.c.cancelled_by_seq == seq)).scalars()
-            return sorted(rows)
+            top = conn.execute(select(E.c.task_id).where(E.c.seq == seq)).scalar()
+            if top is None:
+                return []
+            sub = self._subtree_ids(top, open_only=False).subquery()
+            q = select(T.c.id).where(T.c.id.in_(select(sub.c.id)), T.c.cancelled_by_seq == seq)
+            return sorted(conn.execute(q).scalars())
 
     def last_cancel_over(self, task_id: str) -> int | None:
         """The seq of the last subtree cancel that ended a task of this subtree (its entry may

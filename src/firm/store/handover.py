@@ -31,7 +31,7 @@ T = schema.tasks
 _TODO = str(Status.TODO)
 AHEAD_OF_ONE = (
     select(T.c.priority)
-    .where(T.c.status == _TODO, T.c.held_by_plan.is_(None), T.c.id != bindparam("p_id"))
+    .where(schema.claimable(T), T.c.id != bindparam("p_id"))  # the claim index's terms
     .order_by(T.c.priority.desc())
     .limit(1)
 )
@@ -75,7 +75,7 @@ def _claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) 
         return _started(tx, [task_from_row(r) for r in rows], worker_id)
     ahead = tx.conn.execute(
         select(T.c.priority)
-        .where(T.c.status == str(Status.TODO), T.c.held_by_plan.is_(None), T.c.id.not_in(woke))
+        .where(schema.claimable(T), T.c.id.not_in(woke))
         .order_by(T.c.priority.desc())
         .limit(1)
     ).scalar()

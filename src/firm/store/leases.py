@@ -13,7 +13,6 @@ from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.prepared import run
-from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
@@ -98,7 +97,9 @@ class Leases(TaskTree):
         with self._write() as tx:
             holders = list(
                 tx.conn.execute(
-                    select(T.c.worker_id).distinct().where(T.c.status == str(Status.IN_PROGRESS))
+                    select(T.c.worker_id)
+                    .distinct()
+                    .where(schema.status_is(T.c.status, Status.IN_PROGRESS))
                 ).scalars()
             )
             dead = {w for w in holders if w is not None and worker_alive(w) is False}
@@ -108,7 +109,7 @@ class Leases(TaskTree):
                 T.c.worker_id.in_(sorted(dead)),
             )
             pick = select(T.c.id, T.c.worker_id, T.c.lease_expires_at).where(
-                T.c.status == str(Status.IN_PROGRESS), stale
+                schema.status_is(T.c.status, Status.IN_PROGRESS), stale
             )
             if tx.locking:
                 pick = pick.with_for_update(skip_locked=True)
@@ -140,8 +141,8 @@ class Leases(TaskTree):
                 )
             c = T.alias("c")
             idle = select(T.c.id).where(
-                T.c.status == str(Status.WAITING),
-                ~exists().where(c.c.parent_id == T.c.id, c.c.status.in_(OPEN_VALUES)),
+                schema.status_is(T.c.status, Status.WAITING),
+                ~exists().where(c.c.parent_id == T.c.id, Q.is_open(c.c.status)),
                 Q.nothing_pending(T.c.id),
             )
             if tx.locking:
@@ -154,7 +155,7 @@ class Leases(TaskTree):
                     .where(
                         T.c.id.in_(idle_ids),
                         T.c.status == str(Status.WAITING),
-                        ~exists().where(c.c.parent_id == T.c.id, c.c.status.in_(OPEN_VALUES)),
+                        ~exists().where(c.c.parent_id == T.c.id, Q.is_open(c.c.status)),
                         Q.nothing_pending(T.c.id),
                     )
                     .values(status=str(Status.TODO), updated_at=tx.now)
@@ -191,7 +192,9 @@ class Leases(TaskTree):
         holds. A running session missing from the answer has lost its task to recovery (or a
         cancel) and should stop: another worker may be running it already."""
         with self._write() as tx:
-            q = update(T).where(T.c.worker_id == worker_id, T.c.status == str(Status.IN_PROGRESS))
+            q = update(T).where(
+                T.c.worker_id == worker_id, schema.status_is(T.c.status, Status.IN_PROGRESS)
+            )
             if task_ids is not None:
                 q = q.where(T.c.id.in_(list(task_ids)))
             rows = tx.conn.execute(

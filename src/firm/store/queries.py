@@ -20,10 +20,9 @@ A = schema.approvals
 OPEN_VALUES = [str(s) for s in OPEN]
 
 
-def is_open(status):  # type: ignore[no-untyped-def]
-    """status IN (the open statuses), each value its own bound literal: the SQL is fixed, so
-    the statement can take the prepared path (an expanding IN list cannot)."""
-    return status.in_([literal(v) for v in sorted(OPEN_VALUES)])
+# The open statuses in the open indexes' own terms (store/schema.py): a fixed SQL string, so
+# the statement can take the prepared path, and the planner sees the partial index applies.
+is_open = schema.is_open
 
 
 # --- tasks by id -------------------------------------------------------------------------------
@@ -50,6 +49,7 @@ OPEN_WORK = select(
         T.c.root_id == bindparam("root_id"),
         T.c.status.in_([literal(str(Status.TODO)), literal(str(Status.IN_PROGRESS))]),
         or_(T.c.status == str(Status.IN_PROGRESS), T.c.held_by_plan.is_(None)),
+        is_open(T.c.status),  # open tasks by status and run: ix_tasks_open
     )
 )
 
@@ -132,7 +132,7 @@ WAKE = _wake()
 
 CLAIM_PICK = (
     select(T.c.id)
-    .where(T.c.status == str(Status.TODO), T.c.held_by_plan.is_(None))  # not waiting for a plan
+    .where(schema.claimable(T))  # todo, not waiting for a plan: the claim index's own terms
     .order_by(T.c.priority.desc(), T.c.created_at, T.c.id)
     .limit(bindparam("p_limit"))
 )
@@ -163,7 +163,9 @@ CLAIM = (
 CLAIM_TOP = (
     update(T).where(T.c.id.in_(CLAIM_PICK.scalar_subquery())).values(CLAIMED).returning(*T.c)
 )
-RUNNING_COUNT = select(func.count()).select_from(T).where(T.c.status == str(Status.IN_PROGRESS))
+RUNNING_COUNT = (
+    select(func.count()).select_from(T).where(schema.status_is(T.c.status, Status.IN_PROGRESS))
+)
 MAX_RUNNING = select(schema.meta.c.value).where(schema.meta.c.key == "max_running")
 
 # --- the chain -----------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from sqlalchemy.exc import IntegrityError
 
 from firm.errors import TaskNotFound
 from firm.events import EventKind
+from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import NewTask, RunSpec
-from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
@@ -89,7 +89,5 @@ class Runs(TaskTree):
     def open_run_ids(self) -> list[str]:
         with self._read() as conn:
             return list(
-                conn.execute(
-                    select(T.c.root_id).distinct().where(T.c.status.in_(OPEN_VALUES))
-                ).scalars()
+                conn.execute(select(T.c.root_id).distinct().where(Q.is_open(T.c.status))).scalars()
             )

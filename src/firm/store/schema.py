@@ -14,6 +14,11 @@ Versions:
      (task_id, kind); approvals (task_id, status).
      Revision 0005 adds tasks.cancelled_by_seq: a cancel writes one `cancelled` entry on its
      subtree's root, and each task it ended names that entry's seq (store/cancel.py).
+  2. Revision 0006: a `cancelled` entry may end a whole subtree (its meaning changed in 0005;
+     the number says so from 0006 on, for firms that read only it). The indexes on status
+     hold open tasks only (partial), so a task that ends leaves them instead of moving inside
+     them; lookups by parent or run have plain indexes (a task's parent and run never
+     change); cancelled_by_seq loses its index (a cancel's tasks are found down its subtree).
 """
 
 from __future__ import annotations
@@ -28,12 +33,18 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
+    literal_column,
+    or_,
 )
+from sqlalchemy.sql.elements import ColumnElement
 
-SCHEMA_VERSION = 1
+from firm.tasks import OPEN, Status
+
+SCHEMA_VERSION = 2
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 
 metadata = MetaData()
 
@@ -88,17 +99,59 @@ tasks = Table(
     # the transaction that approves the plan (store/plans.py).
     Column("held_by_plan", String(32), index=True),
     # The seq of the one `cancelled` entry that ended this task with its whole subtree: the
-    # entry lists only how many and a digest, so the tasks it ended are found here.
-    Column("cancelled_by_seq", Integer, index=True),
-    # With the status in the index, "has this task (or run) open work" is a seek, not a walk
-    # over every sibling: the wake rule runs at every settle, and a manager may have
-    # thousands of reports. Lookups by parent or run alone use the same indexes' prefix.
-    Index("ix_tasks_parent_status", "parent_id", "status"),
-    Index("ix_tasks_root_status", "root_id", "status"),
+    # entry lists only how many and a digest, so the tasks it ended are found here (down the
+    # subtree of the entry's task: no index, which every cancelled row would pay for).
+    Column("cancelled_by_seq", Integer),
+    # A task's children (and a run's roots, parent NULL) and a run's tasks: these never
+    # change, so no status change touches them.
+    Index("ix_tasks_parent_id", "parent_id"),
+    Index("ix_tasks_root_id", "root_id"),
 )
-# The claim order exactly (priority high first, then oldest): the next tasks to claim are the
-# first entries, not the result of sorting every todo task on each claim.
-Index("ix_tasks_claim", tasks.c.status, tasks.c.priority.desc(), tasks.c.created_at, tasks.c.id)
+
+
+def status_is(status: ColumnElement[str], value: Status) -> ColumnElement[bool]:
+    """status = 'value', the value written into the SQL: a partial index is used only when
+    the planner sees that the query's terms imply the index's (a bound value hides it from
+    PostgreSQL's generic plans, and makes SQLite prepare the statement again at every run)."""
+    return status == literal_column(f"'{value}'")
+
+
+def is_open(status: ColumnElement[str]) -> ColumnElement[bool]:
+    """The task is open, as the open indexes' own predicate: a query that says so in these
+    exact terms (or tests one open status, which implies them) may use them."""
+    return or_(*(status_is(status, s) for s in sorted(OPEN)))
+
+
+def claimable(t: Table) -> ColumnElement[bool]:
+    """What a claim takes: todo and not held by a plan (the claim index's predicate)."""
+    return and_(status_is(t.c.status, Status.TODO), t.c.held_by_plan.is_(None))
+
+
+# The indexes on status hold open tasks only: a task that ends (a settle, or 10,000 at once
+# in a cancel) is deleted from each instead of moved inside it, and ended tasks, the bulk of
+# a store, are in none of them. Each is a seek for what asks about open work:
+# - the claim order exactly (priority high first, then oldest): the next tasks to claim are
+#   the first entries, not the result of sorting every todo task on each claim;
+# - a task's open children (the wake rule at every settle: a manager may have thousands of
+#   reports, and finished ones are not walked over);
+# - open tasks by status, then run: "has the run open work", the running count under the
+#   store's cap, leases and recovery.
+_OPEN = is_open(tasks.c.status)
+_CLAIMABLE = claimable(tasks)
+# The claim index keeps the status (all 'todo') as its first column: it makes a claim's
+# `status = 'todo'` an equality on it too, so the planner takes it over the open index (which
+# has the same equality but not the order).
+Index(
+    "ix_tasks_claim",
+    tasks.c.status,
+    tasks.c.priority.desc(),
+    tasks.c.created_at,
+    tasks.c.id,
+    sqlite_where=_CLAIMABLE,
+    postgresql_where=_CLAIMABLE,
+)
+Index("ix_tasks_parent_open", tasks.c.parent_id, sqlite_where=_OPEN, postgresql_where=_OPEN)
+Index("ix_tasks_open", tasks.c.status, tasks.c.root_id, sqlite_where=_OPEN, postgresql_where=_OPEN)
 
 # The activity log and the audit trail are one append-only table. seq is assigned under the
 # chain head's lock, so sequence numbers have no gaps and follow commit order on every backend.
