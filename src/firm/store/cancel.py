@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    ColumnClause,
     ColumnElement,
     bindparam,
     case,
@@ -23,7 +24,7 @@ from firm.events import EventKind
 from firm.store import schema
 from firm.store.approvals import APPROVED, PENDING
 from firm.store.plans import Plans
-from firm.store.prepared import run
+from firm.store.prepared import each_row
 from firm.store.queries import OPEN_VALUES, is_open
 from firm.store.retry import retrying
 from firm.store.transaction import Tx
@@ -74,8 +75,10 @@ def _sqlite_cancel(where: ColumnElement[bool], cte=None):  # type: ignore[no-unt
 # A run's root: its subtree is its run (a task's root_id is its run's, and only a root's id is
 # a root_id), so the open tasks are a seek on the open index, (status, run), with no walk. Any
 # other task matches nothing here, for the price of that seek.
-_ROW = literal_column("tasks.rowid")
-_OPEN_LITERALS = [literal_column(f"'{s}'") for s in sorted(OPEN_VALUES)]  # a fixed SQL text
+_ROW: ColumnClause[int] = literal_column("tasks.rowid")
+_OPEN_LITERALS: list[ColumnClause[str]] = [
+    literal_column(f"'{s}'") for s in sorted(OPEN_VALUES)
+]  # a fixed SQL text
 CANCEL_RUN = _sqlite_cancel(
     (T.c.root_id == bindparam("p_id")) & T.c.status.in_(_OPEN_LITERALS) & is_open(T.c.status)
 )
@@ -124,6 +127,7 @@ class Cancellation(Plans):
                     )
                     .returning(T.c.id, T.c.parent_id)
                 ).all()
+                cancelled = sorted(r[0] for r in rows)
             else:
                 # SQLite's write transaction holds the whole file: nothing to lock first. A
                 # run's root is tried first; for any other task, the walk down its subtree,
@@ -135,13 +139,7 @@ class Cancellation(Plans):
                     "p_now": tx.now,
                     "p_offset": tx.ahead + len(tx.pending) + 1,
                 }
-                rows = run(tx.conn, CANCEL_RUN, args).all()
-                parent_id = None
-                if not rows:
-                    rows = run(tx.conn, CANCEL_SUBTREE, args).all()
-                    top = next((r for r in rows if r[0] == task_id), None)
-                    parent_id = top[1] if top is not None else self._parent_of(tx, task_id)
-            cancelled = sorted(r[0] for r in rows)
+                cancelled, parent_id = self._cancel_sqlite(tx, task_id, args)
             if cancelled:
                 data = {"reason": reason, "by": by, "ended": len(cancelled)}
                 data["ended_sha256"] = ended_sha256(cancelled)
@@ -201,6 +199,29 @@ class Cancellation(Plans):
                 self._withdraw(tx, self._asking(tx, ended), by)
                 self._wake_if_done(tx, parent_id)
         return revoked
+
+    def _cancel_sqlite(
+        self, tx: Tx, task_id: str, args: dict[str, Any]
+    ) -> tuple[list[str], str | None]:
+        """The ids cancelled (sorted) and the top's parent: a run's root first (no parent),
+        else the walk down the subtree, whose top row brings its parent along (read apart
+        only when the top was not open)."""
+        ids: list[str] = []
+        for row in each_row(tx.conn, CANCEL_RUN, args):
+            ids.append(row[0])
+        if ids:
+            ids.sort()
+            return ids, None
+        parent_id: str | None = None
+        found = False
+        for row in each_row(tx.conn, CANCEL_SUBTREE, args):
+            ids.append(row[0])
+            if row[0] == task_id:
+                parent_id, found = row[1], True
+        if not found:
+            parent_id = self._parent_of(tx, task_id)
+        ids.sort()
+        return ids, parent_id
 
     def _parent_of(self, tx: Tx, task_id: str) -> str | None:
         head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()

@@ -167,6 +167,29 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
         cursor.close()
 
 
+def each_row(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Iterator[Any]:
+    """Execute a prebuilt statement and yield its rows one at a time, as the driver's tuples:
+    for results of thousands of rows read once (a big cancel's ids). Held all at once, each a
+    live container, they set off the garbage collector's full passes (10-30 ms here)."""
+    if conn.dialect.name != "sqlite" or (compiled := _compiled(stmt, conn)) is None:
+        yield from conn.execute(stmt, params)  # type: ignore[call-overload]
+        return
+    args = compiled.args(params)
+    cursor = _cursor(conn)
+    before, after = _listeners(conn)
+    try:
+        if before is not None:
+            before(conn, cursor, compiled.sql, args, None, False)
+        cursor.execute(compiled.sql, args)
+        if after is not None:
+            after(conn, cursor, compiled.sql, args, None, False)
+        yield from cursor
+    except sqlite3.Error as exc:
+        raise _wrapped(exc, compiled.sql, args, conn) from exc
+    finally:
+        cursor.close()
+
+
 def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> None:
     """Execute a prebuilt statement once per parameter set (an executemany, no results)."""
     if not rows:

@@ -21,6 +21,8 @@ Revises: 0005
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -29,14 +31,14 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-_status = sa.column("status")
+_status: sa.ColumnClause[str] = sa.column("status")
 _OPEN = sa.or_(
     *(_status == sa.literal_column(f"'{v}'") for v in ("in_progress", "todo", "waiting"))
 )
 _CLAIMABLE = sa.and_(_status == sa.literal_column("'todo'"), sa.column("held_by_plan").is_(None))
 
 
-def _where(predicate: sa.ColumnElement[bool]) -> dict[str, sa.ColumnElement[bool]]:
+def _where(predicate: sa.ColumnElement[bool]) -> dict[str, Any]:
     return {"sqlite_where": predicate, "postgresql_where": predicate}
 
 
