@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -18,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from firm.org.index import ChartIndex, memo
 from firm.pricing import MAX_PRICED_MODELS, ModelPrice
 from firm.yamlproblems import YamlPath
 
@@ -238,8 +240,6 @@ class OrgChart(_Strict):
     )
     agents: Annotated[list[AgentSpec], Field(min_length=1, max_length=100_000)]
 
-    _by_id: dict[str, AgentSpec] = PrivateAttr(default_factory=dict)
-    _reports: dict[str, list[str]] = PrivateAttr(default_factory=dict)
     _lines: dict[YamlPath, int] = PrivateAttr(default_factory=dict)
     _file: str = PrivateAttr(default="<org chart>")
 
@@ -259,12 +259,13 @@ class OrgChart(_Strict):
     def _tool_patterns(cls, v: list[str]) -> list[str]:
         return _check_tool_patterns(v) or []
 
-    def model_post_init(self, __context: Any) -> None:
-        self._by_id = {a.id: a for a in self.agents}
-        self._reports = {a.id: [] for a in self.agents}
-        for a in self.agents:
-            if a.reports_to in self._reports:
-                self._reports[a.reports_to].append(a.id)
+    @cached_property
+    def _index(self) -> ChartIndex:
+        # Kept in the instance's __dict__ once built, where reading it is a plain attribute
+        # hit; a pydantic private attribute is read through BaseModel.__getattr__, several
+        # times slower, and these are read at every tool call. The chart is frozen: the
+        # index never goes stale.
+        return ChartIndex(self.agents, self.default_tools)
 
     @property
     def source(self) -> str:
@@ -272,43 +273,51 @@ class OrgChart(_Strict):
 
     def agent(self, agent_id: str) -> AgentSpec:
         try:
-            return self._by_id[agent_id]
+            return self._index.by_id[agent_id]
         except KeyError:
             raise KeyError(f"no agent {agent_id!r} in the org chart") from None
 
     def has_agent(self, agent_id: str) -> bool:
-        return agent_id in self._by_id
+        return agent_id in self._index.by_id
 
     def reports(self, agent_id: str) -> list[AgentSpec]:
-        return [self._by_id[r] for r in self._reports.get(agent_id, [])]
+        return list(self._index.reports.get(agent_id, ()))
 
     def manager(self, agent_id: str) -> AgentSpec | None:
         boss = self.agent(agent_id).reports_to
-        return self._by_id.get(boss) if boss else None
+        return self._index.by_id.get(boss) if boss else None
 
     def roots(self) -> list[AgentSpec]:
         return [a for a in self.agents if a.reports_to is None]
 
     def chain_of_command(self, agent_id: str) -> list[str]:
         """The agent's managers, nearest first."""
+        chain = memo(self._index.chains, agent_id, lambda: self._chain(agent_id))
+        return list(chain)
+
+    def _chain(self, agent_id: str) -> tuple[str, ...]:
         chain: list[str] = []
         boss = self.agent(agent_id).reports_to
         while boss is not None:
             chain.append(boss)
             boss = self.agent(boss).reports_to
-        return chain
+        return tuple(chain)
 
     def approval_for(self, agent_id: str, tool_name: str) -> ApprovalNeed | None:
         """Whether a call by this agent to this tool waits for a person: a company-wide rule
         naming the tool, or an `approvals:` entry of the agent or of any manager above it.
         When several match, the shortest timeout applies."""
+        key = (agent_id, tool_name)
+        return memo(self._index.approvals, key, lambda: self._approval_for(agent_id, tool_name))
+
+    def _approval_for(self, agent_id: str, tool_name: str) -> ApprovalNeed | None:
         needs = [
             ApprovalNeed(f"approvals[{i}]", rule.timeout)
             for i, rule in enumerate(self.approvals)
             if _matches(rule.tools, tool_name) and rule.covers(agent_id)
         ]
         if self.has_agent(agent_id):
-            for who in [agent_id, *self.chain_of_command(agent_id)]:
+            for who in [agent_id, *self._chain(agent_id)]:
                 if _matches(self.agent(who).approvals, tool_name):
                     needs.append(ApprovalNeed(f"agent {who}", None))
         if not needs:
@@ -356,8 +365,10 @@ class OrgChart(_Strict):
 
     def tools_of(self, agent_id: str) -> list[str]:
         """What the agent may call itself: its `tools:`, or the company's default_tools."""
-        tools = self.agent(agent_id).tools
-        return list(self.default_tools if tools is None else tools)
+        try:
+            return list(self._index.tools[agent_id])
+        except KeyError:
+            raise KeyError(f"no agent {agent_id!r} in the org chart") from None
 
     def to_yaml(self) -> str:
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
