@@ -187,6 +187,13 @@ def matches(pattern: str, name: str) -> bool:
 
 
 def allows(patterns: Iterable[str], tool_name: str) -> bool:
+    return _allows(patterns if isinstance(patterns, tuple) else tuple(patterns), tool_name)
+
+
+@lru_cache(maxsize=16384)
+def _allows(patterns: tuple[str, ...], tool_name: str) -> bool:
+    # Asked at every tool call (the offer, the check, the simulation brain's test) of the
+    # same few grants and tool names: a pure answer, kept.
     return any(matches(p, tool_name) for p in patterns)
 
 
