@@ -35,14 +35,26 @@ def canonical_arguments(tool: str, raw: Any) -> dict[str, Any]:
         raise ToolError(
             f"{tool}: arguments must be a JSON object, not {_json_type(raw)}; send one JSON object"
         )
-    value = _canonical(tool, raw)
-    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
-    if size > MAX_BYTES:
+    value, bound = _canonical(tool, raw)
+    # The exact size needs the whole object encoded; below the bound's limit it cannot be over.
+    if bound > MAX_BYTES and (size := _size(value)) > MAX_BYTES:
         raise ToolError(
             f"{tool}: the arguments are {size} bytes, over the limit of {MAX_BYTES} bytes; "
             "send less (write long content to a file in parts)"
         )
-    return value  # type: ignore[no-any-return]
+    return value
+
+
+def _size(value: dict[str, Any]) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+# An upper bound of one item's share of the encoded size, beyond its text: a key's quotes and
+# colon, the comma, a string's quotes or a container's brackets, or a number (at most 24
+# characters: -1.7976931348623157e+308), or true/false/null. Each character of a key or a
+# string is at most 6 bytes (an escape like \u001f; UTF-8 takes at most 4).
+_ITEM_BYTES = 32
+_CHAR_BYTES = 6
 
 
 def _parse(tool: str, raw: str | bytes) -> Any:
@@ -117,10 +129,11 @@ def _text_depth(raw: str) -> int:
     return deepest
 
 
-def _canonical(tool: str, top: dict[Any, Any]) -> Any:
-    """A checked copy: tuples become lists, everything else is checked as it is. Iterative,
-    so no input can exhaust the stack."""
+def _canonical(tool: str, top: dict[Any, Any]) -> tuple[dict[str, Any], int]:
+    """A checked copy — tuples become lists, everything else is checked as it is — and an
+    upper bound of its size as compact JSON. Iterative, so no input can exhaust the stack."""
     root: dict[str, Any] = {}
+    bound = 2
     # (source, destination, path, depth)
     stack: list[tuple[Any, Any, str, int]] = [(top, root, "", 1)]
     while stack:
@@ -137,9 +150,11 @@ def _canonical(tool: str, top: dict[Any, Any]) -> Any:
                     )
                 _check_text(tool, key, path, what="a key")
                 here = f"{path}.{key}" if path else key
+                bound += _CHAR_BYTES * len(key)
             else:
                 here = f"{path}[{key}]"
             leaf = _leaf(tool, value, here)
+            bound += _ITEM_BYTES + (_CHAR_BYTES * len(value) if isinstance(value, str) else 0)
             if isinstance(value, dict):
                 leaf = {}
                 stack.append((value, leaf, here, depth + 1))
@@ -147,7 +162,7 @@ def _canonical(tool: str, top: dict[Any, Any]) -> Any:
                 leaf = [None] * len(value)
                 stack.append((value, leaf, here, depth + 1))
             dest[key] = leaf
-    return root
+    return root, bound
 
 
 def _leaf(tool: str, value: Any, here: str) -> Any:

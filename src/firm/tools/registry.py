@@ -140,7 +140,9 @@ class ToolDef:
         try:
             if self.schema is not None:
                 return validated(self.args_model, arguments)
-            model = self.args_model.model_validate(arguments)
+            # The validator itself, without model_validate's wrapper: the same check, run
+            # at every call.
+            model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as err:
             parts = []
             for e in err.errors():
@@ -155,8 +157,8 @@ class ToolDef:
             raise ToolError(
                 f"{self.model_name}: " + "; ".join(parts) + f" (arguments: {allowed})"
             ) from None
-        values = {k: getattr(model, k) for k in self.args_model.model_fields}
-        return values, frozenset(model.model_fields_set)
+        # The model forbids extra fields, so its __dict__ holds exactly its fields, in order.
+        return dict(model.__dict__), frozenset(model.__pydantic_fields_set__)
 
 
 def _args_model(name: str, fn: Callable[..., Any]) -> tuple[type[BaseModel], str | None]:
