@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firm.authority.grants import may_call
 from firm.errors import FirmError
 from firm.tasks import Status, normalise_title
 
@@ -59,10 +58,9 @@ _COMPILED = [(re.compile(pattern), area) for pattern, area in ROLES]
 
 def _may_write(session: Session) -> bool:
     """Whether files.write is among the session's tools: the company has it and the task's
-    grant and the agent's own tools allow it (the test `tools()` makes for each tool)."""
-    if session.find_tool("files.write") is None:
-        return False
-    return may_call(session.grant, session.org, session.task.assignee, "files.write")
+    grant and the agent's own tools allow it. The session works out its tools once; asking
+    them is a look at that list."""
+    return any(t.name == "files.write" for t in session.tools())
 
 
 # A failure travels up the tree; each level quotes only the first reason, cut short, so the
