@@ -107,6 +107,22 @@ def test_a_folder_is_not_a_file(ws: Workspace) -> None:
         ws.write(".", "x")
 
 
+def test_writes_make_their_folders_and_refuse_a_file_in_a_folder_s_place(ws: Workspace) -> None:
+    ws.write("new/deeper/still/f.md", "a")  # three folders made
+    ws.write("new/g.md", "b")  # the folder is there
+    ws.write("fresh/h.md", "c")  # one folder made
+    assert ws.read("new/deeper/still/f.md") + ws.read("new/g.md") + ws.read("fresh/h.md") == "abc"
+    os.remove(ws.root / "fresh" / "h.md")
+    os.rmdir(ws.root / "fresh")
+    ws.write("fresh/h.md", "d")  # a folder removed since is made again
+    assert ws.read("fresh/h.md") == "d"
+    for path in ("docs/plan.md/x.md", "docs/plan.md/deeper/x.md"):
+        for tool in TOOLS.values():
+            with pytest.raises(WorkspaceError, match="is a file, not a folder"):
+                tool(ws, path)
+    assert (ws.root / "docs" / "plan.md").read_text() == "# plan"
+
+
 def test_size_caps_and_ranged_reads(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "w", Limits(max_write_bytes=1000, max_read_bytes=100))
     with pytest.raises(WorkspaceError, match="over the write limit of 1000"):

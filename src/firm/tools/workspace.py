@@ -41,6 +41,7 @@ class Limits:
 
 
 SYNC_ENV = "FIRM_WORKSPACE_SYNC"
+SHAPES_KEPT = 4096
 # Temporary names: unique within the process by the counter, across processes by the pid;
 # O_EXCL refuses a name a crashed process left behind, and the next number is tried.
 _TMP_SEQ = itertools.count()
@@ -62,11 +63,26 @@ class Workspace:
         self.sync = sync_from_env() if sync is None else sync
         self._count_lock = threading.Lock()
         self._file_count: int | None = None
+        # Paths already found well-shaped, with their normal form: a written file's path is
+        # checked again by files.write's reply and by complete_task. Shape only, no file
+        # system state, so an answer never goes stale.
+        self._shapes: dict[str, str] = {}
 
     # --- path checks ---------------------------------------------------------------------
 
     def relative(self, path: str) -> str:
         """Normalise a workspace path and check its shape (no file system access)."""
+        if type(path) is not str:
+            return self._shape(path)  # refused, or a str subclass: checked every time
+        known = self._shapes.get(path)
+        if known is None:
+            known = self._shape(path)
+            if len(self._shapes) >= SHAPES_KEPT:
+                self._shapes.clear()
+            self._shapes[path] = known
+        return known
+
+    def _shape(self, path: str) -> str:
         if not isinstance(path, str):
             raise WorkspaceError("a path must be a string")
         if "\x00" in path:
@@ -108,6 +124,8 @@ class Workspace:
                 st = os.lstat(current)
             except FileNotFoundError:
                 continue  # the rest does not exist yet (a write will create it)
+            except NotADirectoryError:
+                raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
             if stat.S_ISLNK(st.st_mode):
                 target = _real(current, path)
                 if not target.is_relative_to(self.root):
@@ -179,8 +197,9 @@ class Workspace:
                 f"{self.limits.max_write_bytes}"
             )
         plain = self._plain(path)
+        missing: int | None = None  # folders to make; None: not known
         if plain is not None:
-            target, st = plain
+            target, st, missing = plain
         else:
             resolved = self.resolve(path)
             if resolved == self.root:
@@ -195,36 +214,38 @@ class Workspace:
         if st is None:
             self._reserve_file(path)
         try:
-            self._write_atomically(path, target, data)
+            self._write_atomically(path, target, data, missing)
         except BaseException:
             if st is None:
                 self._release_file()
             raise
         return len(data)
 
-    def _plain(self, path: str) -> tuple[str, os.stat_result | None] | None:
+    def _plain(self, path: str) -> tuple[str, os.stat_result | None, int] | None:
         """The common case, in strings and one lstat a level: a path under the root with no
-        symlink on the way. Returns the target and its lstat (None: no file yet, its folders
-        perhaps not either), or None for anything else (a symlink, a file where a folder
-        should be, the root itself), which takes `resolve`'s general path."""
+        symlink on the way. Returns the target, its lstat (None: no file yet, its folders
+        perhaps not either) and how many of its folders are missing; or None for anything
+        else (a symlink, a file where a folder should be, the root itself), which takes
+        `resolve`'s general path."""
         norm = self.relative(path)
         if norm == ".":
             return None
         current = self._root.rstrip("/")
         st: os.stat_result | None = None
-        for part in norm.split("/"):
+        parts = norm.split("/")
+        for i, part in enumerate(parts):
             current = f"{current}/{part}"
             try:
                 st = os.lstat(current)
             except FileNotFoundError:
                 # Nothing exists below a missing name: the file is new (its folders are made
                 # and checked again when it is written).
-                return f"{self._prefix}{norm}", None
+                return f"{self._prefix}{norm}", None, len(parts) - 1 - i
             except NotADirectoryError:
                 return None
             if stat.S_ISLNK(st.st_mode):
                 return None
-        return current, st
+        return current, st, 0
 
     def _inside(self, folder: str, path: str) -> bool:
         """Whether a folder's real path is inside the workspace: checked again after the
@@ -241,19 +262,28 @@ class Workspace:
                 return _real(Path(folder), path).is_relative_to(self.root)
         return True
 
-    def _write_atomically(self, path: str, target: str, data: bytes) -> None:
+    def _write_atomically(
+        self, path: str, target: str, data: bytes, missing: int | None = None
+    ) -> None:
         """A temporary file beside the target, renamed over it: a reader or a killed process
         sees the old file or the new one, never half of one (the rename is atomic, and the
         data is in the page cache before it). With `sync`, the file is flushed to disk before
         the rename and the folder after it, so a power cut cannot undo or tear it either."""
         parent = os.path.dirname(target)
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
+        self._make_folders(parent, path, missing)
         if not self._inside(parent, path):
             raise WorkspaceError(f"{path!r} leaves the workspace")
-        fd, tmp = _temporary(parent)
+        try:
+            fd, tmp = _temporary(parent)
+        except (FileNotFoundError, NotADirectoryError):
+            if missing is None:
+                raise
+            # The folder changed since the path was walked: made (or refused) the general
+            # way, and checked again.
+            self._make_folders(parent, path, None)
+            if not self._inside(parent, path):
+                raise WorkspaceError(f"{path!r} leaves the workspace") from None
+            fd, tmp = _temporary(parent)
         try:
             try:
                 view = memoryview(data)
@@ -271,6 +301,22 @@ class Workspace:
             raise
         if self.sync:
             _sync_folder(parent)
+
+    def _make_folders(self, parent: str, path: str, missing: int | None) -> None:
+        """The target's folders, made. `missing` is what the walk of the path found absent:
+        none (nothing to make), the last folder alone (one mkdir), else unknown or more."""
+        if missing == 0:
+            return
+        try:
+            if missing == 1:
+                try:
+                    os.mkdir(parent)
+                    return
+                except (FileExistsError, FileNotFoundError, NotADirectoryError):
+                    pass  # changed since the walk (another writer): settled the general way
+            os.makedirs(parent, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
 
     def list(self, path: str = ".") -> list[str]:
         """Files under a folder, as workspace paths, folders first level marked with '/'."""
