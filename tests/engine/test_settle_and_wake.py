@@ -93,11 +93,14 @@ def test_report_finishes_while_the_manager_settles(store: SqlStore, pause: Pause
 def test_manager_settles_while_its_last_report_settles(store: SqlStore, pause: Pause) -> None:
     root, kids = manager_with_reports(store, 1)
 
-    def paused_wake(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        if statement.lstrip().upper().startswith("UPDATE") and root.id in str(params):
-            pause.hold()  # the report is done but has not yet looked at its manager
+    def paused_settle(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("UPDATE") and kids[0].id in str(params):
+            # The report is done and has looked at its manager (the settle's UPDATE says
+            # whether a wake is due: not yet, the manager is still in its session), but has
+            # not committed.
+            pause.hold()
 
-    event.listen(store.engine, "before_cursor_execute", paused_wake)
+    event.listen(store.engine, "after_cursor_execute", paused_settle)
     report = threading.Thread(target=store.settle, args=(kids[0].id, "staff", Outcome.done("ok")))
     report.start()
     assert pause.inside.wait(10)

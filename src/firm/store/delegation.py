@@ -27,9 +27,10 @@ from firm.tasks import Outcome, Status, Task, delegation_key, subtask_id
 T = schema.tasks
 
 # The settle of a task that ended, guarded: it changes the row only while this worker holds it.
+# It also says whether the parent's wake is due (queries.WAKE_DUE).
 SETTLE_ENDED_HELD = Q.SETTLE_ENDED.where(
     T.c.status == str(Status.IN_PROGRESS), T.c.worker_id == bindparam("p_worker")
-)
+).returning(Q.WAKE_DUE)
 # A yielding task's open subtasks and calls waiting for a person, in one statement.
 YIELD_COUNTS = select(Q.OPEN_CHILDREN.scalar_subquery(), Q.PENDING_APPROVALS.scalar_subquery())
 BY_DEDUPE_KEYS = select(T).where(T.c.dedupe_key.in_(bindparam("keys", expanding=True)))
@@ -128,10 +129,10 @@ class Delegation(TaskTree):
         transaction (store/handover.py) and returned in `claimed`."""
         with self._write() as tx:
             if outcome.kind in ("done", "failed"):
-                held, after = self._settle_ended(tx, task_id, worker_id, outcome, events)
+                held, after, wake_due = self._settle_ended(tx, task_id, worker_id, outcome, events)
                 if not held:
                     return SettleResult(False, after)
-                woke = self._wake_if_done(tx, after.parent_id)
+                woke = self._wake_if_done(tx, after.parent_id) if wake_due else []
                 claimed = claim_next(tx, woke, worker_id, hand_over) if hand_over else []
                 return SettleResult(True, after, woke, claimed)
             task = self._lock_family(tx, task_id)
@@ -164,10 +165,11 @@ class Delegation(TaskTree):
 
     def _settle_ended(
         self, tx: Tx, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents
-    ) -> tuple[bool, Task]:
+    ) -> tuple[bool, Task, bool]:
         """A session's task done or failed: the holder check and the change are one UPDATE
         (only the row still in progress under this worker changes), so a session that lost
-        its task changes nothing. Returns whether it was held, and the task."""
+        its task changes nothing. Returns whether it was held, the task, and whether its
+        parent's wake is due (read by the same UPDATE, in the same transaction as the wake)."""
         self._lock_parent(tx, task_id)  # PostgreSQL: parent before child
         status = Status.DONE if outcome.kind == "done" else Status.FAILED
         ended = {
@@ -185,7 +187,7 @@ class Delegation(TaskTree):
             if task is None:
                 raise TaskNotFound(task_id)
             self._superseded(tx, task, events)
-            return False, task
+            return False, task, False
         # What the UPDATE left as it was (id, turn, assignee, run) is all the plan and the
         # entries below read of the task.
         after = task_from_row(row)
@@ -195,7 +197,7 @@ class Delegation(TaskTree):
             tx.emit(EventKind.COMPLETED, after, result=outcome.result, files=list(outcome.files))
         else:
             tx.emit(EventKind.FAILED, after, error=outcome.error)
-        return True, after
+        return True, after, bool(row.wake_due)
 
     @staticmethod
     def _superseded(tx: Tx, task: Task, events: PendingEvents) -> SettleResult:

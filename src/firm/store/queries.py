@@ -8,7 +8,20 @@ built where they are used, in the store's parts (runs.py, leases.py, reads.py, â
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, exists, func, insert, literal, or_, select, update
+from sqlalchemy import (
+    Integer,
+    bindparam,
+    cast,
+    exists,
+    func,
+    insert,
+    literal,
+    literal_column,
+    or_,
+    select,
+    true,
+    update,
+)
 
 from firm.store import schema
 from firm.tasks import OPEN, Status
@@ -130,6 +143,28 @@ def _wake():  # type: ignore[no-untyped-def]
 
 WAKE = _wake()
 
+
+def _wake_due():  # type: ignore[no-untyped-def]
+    """WAKE's rule for the parent of the row an UPDATE â€¦ RETURNING changes (a settle), that row
+    left out of its open subtasks: true when that parent waits, no other subtask of it is open
+    and no call of it waits for a person. A settle reads it in its own statement and runs WAKE
+    only when it holds, so the settles that wake nothing (every report's but the last) cost
+    one statement less. Spelled in SQL: SQLAlchemy's SQLite compiler drops the table names
+    in a RETURNING clause, which the correlation to the changed row needs."""
+    t, a = T.name, A.name
+    open_ = ", ".join(f"'{v}'" for v in sorted(OPEN_VALUES))
+    return literal_column(
+        f"EXISTS (SELECT 1 FROM {t} AS wp WHERE wp.id = {t}.parent_id"
+        f" AND wp.status = '{Status.WAITING}'"
+        f" AND NOT EXISTS (SELECT 1 FROM {t} AS wc WHERE wc.parent_id = {t}.parent_id"
+        f" AND wc.status IN ({open_}) AND wc.id != {t}.id)"
+        f" AND NOT EXISTS (SELECT 1 FROM {a} WHERE {a}.task_id = {t}.parent_id"
+        f" AND {a}.status = 'pending'))"
+    ).label("wake_due")
+
+
+WAKE_DUE = _wake_due()
+
 CLAIM_PICK = (
     select(T.c.id)
     .where(schema.claimable(T))  # todo, not waiting for a plan: the claim index's own terms
@@ -167,6 +202,14 @@ RUNNING_COUNT = (
     select(func.count()).select_from(T).where(schema.status_is(T.c.status, Status.IN_PROGRESS))
 )
 MAX_RUNNING = select(schema.meta.c.value).where(schema.meta.c.key == "max_running")
+# Room under the store's cap (firm db limit) for one more session: true without a cap; the
+# running sessions are counted only when there is one.
+ROOM_FOR_ONE = func.coalesce(
+    select(cast(schema.meta.c.value, Integer) > RUNNING_COUNT.scalar_subquery())
+    .where(schema.meta.c.key == "max_running")
+    .scalar_subquery(),
+    true(),
+)
 
 # --- the chain -----------------------------------------------------------------------------
 
