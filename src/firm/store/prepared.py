@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Connection
@@ -32,7 +33,7 @@ Params = Mapping[str, Any]
 
 
 class _Compiled:
-    __slots__ = ("defaults", "names", "processors", "row_class", "sql", "usable")
+    __slots__ = ("_pick", "defaults", "names", "plain", "processors", "row_class", "sql", "usable")
 
     def __init__(self, stmt: ClauseElement, dialect: Any):
         compiled = cast(SQLCompiler, stmt.compile(dialect=dialect))
@@ -50,8 +51,25 @@ class _Compiled:
         self.usable = "POSTCOMPILE" not in self.sql and all(
             p is None or callable(p) for p in self.processors
         )
+        # Most statements convert no parameter: theirs are picked out of the caller's dict
+        # by one C call (itemgetter) when the caller gave them all.
+        self.plain = all(p is None for p in self.processors)
+        getter = itemgetter(*self.names) if self.names else None
+        if len(self.names) == 1:
+            self._pick: Callable[[Params], tuple[Any, ...]] | None = lambda given: (
+                getter(given),  # type: ignore[misc]
+            )
+        else:
+            self._pick = getter
 
     def args(self, params: Params | None) -> tuple[Any, ...]:
+        if not self.names:
+            return ()
+        if self.plain and params is not None:
+            try:
+                return self._pick(params)  # type: ignore[misc]
+            except KeyError:  # some left to their defaults
+                pass
         given = params or {}
         out = []
         for name, proc in zip(self.names, self.processors, strict=True):
@@ -263,7 +281,11 @@ Listener = Callable[..., None]
 
 def _listeners(conn: Connection) -> tuple[Listener | None, Listener | None]:
     """The connection's before_ and after_cursor_execute listeners, None where it has none:
-    looked up once per statement (each look through SQLAlchemy's dispatch costs a few µs)."""
+    looked up once per statement (each look through SQLAlchemy's dispatch costs a few µs),
+    and not at all while neither the connection nor its engine has any listener (the flags
+    SQLAlchemy's own execute checks first)."""
+    if not (conn._has_events or conn.engine._has_events):
+        return None, None
     dispatch = conn.dispatch
     before = dispatch.before_cursor_execute
     after = dispatch.after_cursor_execute
