@@ -134,7 +134,13 @@ def _schema_dump(engine) -> dict:
                 ],
                 "pk": insp.get_pk_constraint(table)["constrained_columns"],
                 "indexes": sorted(
-                    (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                    (
+                        i["name"],
+                        tuple(i["column_names"]),
+                        bool(i["unique"]),
+                        # a partial index's predicate (sqlite_where, postgresql_where)
+                        tuple(sorted((k, str(v)) for k, v in i["dialect_options"].items())),
+                    )
                     for i in insp.get_indexes(table)
                 ),
                 "unique": sorted(
