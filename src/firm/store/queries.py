@@ -152,12 +152,13 @@ def _wake_due():  # type: ignore[no-untyped-def]
     one statement less. Spelled in SQL: SQLAlchemy's SQLite compiler drops the table names
     in a RETURNING clause, which the correlation to the changed row needs."""
     t, a = T.name, A.name
-    open_ = ", ".join(f"'{v}'" for v in sorted(OPEN_VALUES))
+    # the open-children index's own predicate (schema.is_open): an IN list walks every sibling
+    open_ = " OR ".join(f"wc.status = '{v}'" for v in sorted(OPEN_VALUES))
     return literal_column(
         f"EXISTS (SELECT 1 FROM {t} AS wp WHERE wp.id = {t}.parent_id"
         f" AND wp.status = '{Status.WAITING}'"
         f" AND NOT EXISTS (SELECT 1 FROM {t} AS wc WHERE wc.parent_id = {t}.parent_id"
-        f" AND wc.status IN ({open_}) AND wc.id != {t}.id)"
+        f" AND ({open_}) AND wc.id != {t}.id)"
         f" AND NOT EXISTS (SELECT 1 FROM {a} WHERE {a}.task_id = {t}.parent_id"
         f" AND {a}.status = 'pending'))"
     ).label("wake_due")
