@@ -1,0 +1,77 @@
+"""The statements that ask about open tasks stay seeks on the open-only indexes (schema 0006).
+
+A partial index is used only when the query says the index's predicate in its own terms
+(store/schema.py: is_open, claimable, status_is). Said another way — `status IN (...)`, a
+bound status — the query still answers right but walks every sibling or every task, and the
+store slows as it grows; nothing else would notice, so the plans are checked here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.sql import ClauseElement
+
+from firm.store import NewTask, RunSpec, SqlStore, open_store
+from firm.store import queries as Q
+from firm.store.cancel import CANCEL_RUN, CANCEL_SUBTREE
+from firm.store.delegation import SETTLE_ENDED_HELD, YIELD_COUNTS
+from firm.store.handover import AHEAD_OF_ONE
+
+RUN = RunSpec(
+    org_yaml="", org_source="<test>", brain="simulation", brain_options={}, workspace="/tmp/unused"
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlStore]:
+    s = open_store(tmp_path / "firm.db")
+    root = s.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    s.claim("w", 1, 60)
+    s.delegate_many(
+        root.id, 0, [([], NewTask(f"Part {i}", "", "eng", "ceo")) for i in range(3)], "w"
+    )
+    yield s
+    s.close()
+
+
+def plan(store: SqlStore, stmt: ClauseElement) -> list[str]:
+    with store.engine.connect() as conn:
+        compiled = stmt.compile(dialect=conn.dialect)
+        args = [
+            5 if "limit" in name else "x" for name in compiled.positiontup or []
+        ]  # the plan does not depend on the values
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        return [r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN {compiled}", args)]
+
+
+@pytest.mark.parametrize(
+    ("stmt", "index"),
+    [
+        (Q.CLAIM_PICK, "ix_tasks_claim"),
+        (Q.CLAIM_TOP, "ix_tasks_claim"),
+        (AHEAD_OF_ONE, "ix_tasks_claim"),
+        (Q.WAKE, "ix_tasks_parent_open"),
+        (Q.OPEN_CHILDREN, "ix_tasks_parent_open"),
+        (YIELD_COUNTS, "ix_tasks_parent_open"),
+        (SETTLE_ENDED_HELD, "ix_tasks_parent_open"),
+        (Q.OPEN_WORK, "ix_tasks_open"),
+        (Q.RUNNING_COUNT, "ix_tasks_open"),
+        (CANCEL_RUN, "ix_tasks_open"),
+        (CANCEL_SUBTREE, "ix_tasks_parent_id"),
+    ],
+)
+def test_a_question_about_open_tasks_is_a_seek_on_an_open_index(
+    store: SqlStore, stmt: ClauseElement, index: str
+) -> None:
+    steps = plan(store, stmt)
+    assert any(index in s for s in steps), steps
+    # a scan of no table (a SELECT of scalar subqueries) or of the walk's own rows is fine
+    scans = [
+        s for s in steps if s.startswith("SCAN") and s not in ("SCAN CONSTANT ROW", "SCAN subtree")
+    ]
+    assert not scans, steps
+    assert not any("TEMP B-TREE" in s for s in steps), steps
