@@ -307,6 +307,8 @@ class OrgChart(_Strict):
         """Whether a call by this agent to this tool waits for a person: a company-wide rule
         naming the tool, or an `approvals:` entry of the agent or of any manager above it.
         When several match, the shortest timeout applies."""
+        if not self.approvals and not self._index.agent_approvals:
+            return None
         key = (agent_id, tool_name)
         return memo(self._index.approvals, key, lambda: self._approval_for(agent_id, tool_name))
 

@@ -34,6 +34,9 @@ class ChartIndex:
         self.tools: dict[str, tuple[str, ...]] = {
             a.id: defaults if a.tools is None else tuple(a.tools) for a in agents
         }
+        # Whether any agent's own `approvals:` names a tool: most charts have none, and then
+        # only the company's rules can put a call before a person.
+        self.agent_approvals = any(a.approvals for a in agents)
         self.approvals: dict[tuple[str, str], ApprovalNeed | None] = {}
         self.chains: dict[str, tuple[str, ...]] = {}
 
