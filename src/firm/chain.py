@@ -34,9 +34,7 @@ def canonical_json(value: Any) -> str:
     if _make_encoder is None:
         return _CANONICAL.encode(value)
     return "".join(
-        _make_encoder({}, _CANONICAL.default, _encode, None, ":", ",", True, False, False)(
-            value, 0
-        )
+        _make_encoder({}, _CANONICAL.default, _encode, None, ":", ",", True, False, False)(value, 0)
     )
 
 
