@@ -20,8 +20,9 @@ from firm.authority.grants import GrantError
 from firm.brains.protocol import SessionCancelled
 from firm.clock import Clock
 from firm.errors import TaskNotHeld, ToolError
+from firm.lineages import Chain, Lineages
 from firm.org import AgentSpec, ApprovalNeed, OrgChart
-from firm.store.base import Event, NewTask, Store
+from firm.store.base import CheckState, Event, NewTask, Store
 from firm.store.plans import plan_id, plan_of_turn
 from firm.store.questions import question_outcome
 from firm.tasks import Outcome, Priority, Status, Task, delegation_key, subtask_id
@@ -72,6 +73,7 @@ class LifecycleTools(ToolContext):
     last_text: str | None
     cancel_reason: str | None
     awaiting: list[str]
+    lineages: Lineages | None
     _cancel: threading.Event
     # Log entries of lifecycle calls (delegate, complete, fail). Their effect is written by
     # a later store transaction — the delegation or the settle — so their entries ride in
@@ -89,7 +91,8 @@ class LifecycleTools(ToolContext):
         @property
         def reports(self) -> list[AgentSpec]: ...
         def tokens_remaining(self) -> int | None: ...
-        def standing(self) -> tuple[Standing, Task]: ...
+        def standing(self) -> tuple[Standing, CheckState]: ...
+        def chain(self) -> Chain | None: ...
 
     def lost_task(self, exc: TaskNotHeld) -> SessionCancelled:
         """A write refused because this worker no longer holds the task: the session stops."""
@@ -158,6 +161,10 @@ class LifecycleTools(ToolContext):
             grant=grant,
             plan=self._plan_id(),
         )
+        chain = self.chain()
+        if self.lineages is not None and chain is not None:
+            # Before the write: its subtasks' first checks need not read their ancestors.
+            self.lineages.remember(self.task.id, chain)
         if self._batch is not None:
             # Written with the reply's other delegations when the batch closes; the id follows
             # from the delegation key, so it is the one the write will create (or find).

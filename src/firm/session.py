@@ -24,9 +24,10 @@ from firm.clock import SYSTEM_CLOCK, Clock
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.events import EventKind
 from firm.lifecycle import LifecycleCompany, LifecycleTools
+from firm.lineages import Chain, Lineages
 from firm.org import AgentSpec, ApprovalNeed, OrgChart
 from firm.store.approvals import approval_outcome
-from firm.store.base import Event, Store
+from firm.store.base import CheckState, Event, Store
 from firm.tasks import Outcome, Status, Task
 from firm.tools.arguments import canonical_arguments
 from firm.tools.invoke import run_coroutine, summary, to_text
@@ -70,6 +71,7 @@ class Session(LifecycleTools):
         worker_id: str,
         revoke: Callable[[str, str, str], object] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        lineages: Lineages | None = None,
     ):
         self.clock = clock
         self.store = store
@@ -95,9 +97,11 @@ class Session(LifecycleTools):
         self._offered: list[ToolDef] | None = None
         self.awaiting: list[str] = []  # approvals this session asked for
         self._batch = None  # firm.lifecycle: delegations written together
-        # The ancestors' ids and grant expiries, read once (a grant never changes); later
-        # checks read only this task's row (Reads.task_at_head).
-        self._ancestors: tuple[tuple[str, float | None], ...] | None = None
+        # The ancestors' ids and grant expiries, known once (a grant never changes); checks
+        # read only this task's row (Reads.state_at_head). The engine's lineages know them
+        # for a task it delegated, and learn this one's for its subtasks.
+        self.lineages = lineages
+        self._ancestors: Chain | None = None
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -236,32 +240,35 @@ class Session(LifecycleTools):
         """
         if self.grant.budget_tokens is None:
             return None  # unlimited: nothing to read
-        return self._remaining(self.store.get_task(self.task.id))
+        return self._remaining(self.store.state_at_head(self.task.id))
 
-    def _remaining(self, fresh: Task) -> int | None:
+    def _remaining(self, fresh: CheckState) -> int | None:
         grant = self.grant
         if grant.budget_tokens is None:
             return None
-        used = fresh.usage.get("prompt_tokens", 0) + fresh.usage.get("completion_tokens", 0)
         reserved = [(c.grant or {}).get("budget_tokens") for c in self.store.children(self.task.id)]
-        return max(0, remaining_budget(grant, used, reserved) or 0)
+        return max(0, remaining_budget(grant, fresh.tokens_used, reserved) or 0)
 
-    def standing(self) -> tuple[Standing, Task]:
+    def standing(self) -> tuple[Standing, CheckState]:
         """Read, at one moment, what bounds this task: its lineage's expiry and revocation,
         its budget; and the log's head, which places the check in the audit trail.
 
-        The first check reads the lineage; later ones only the task's own row with the head
-        (one seek): grants are fixed, and a cancel or revoke of any ancestor stamps this row
-        too, so the row alone says whether the task still stands."""
+        The ancestors' ids and grant expiries never change: they are read once, or not at all
+        when the engine knows them from the parent's session (firm/lineages.py). Each check
+        then reads only what it needs of the task's own row with the head (one seek): a
+        cancel or revoke of any ancestor stamps this row too, so the row alone says whether
+        the task still stands."""
+        if self._ancestors is None and self.lineages is not None:
+            self._ancestors = self.lineages.ancestors(self.task)
         if self._ancestors is None:
             head, lineage = self.store.lineage(self.task.id)
-            fresh = lineage[0]
+            fresh = CheckState.of(lineage[0], head)
             self._ancestors = tuple(
                 (t.id, self.company.grant_of(t).expires_at) for t in lineage[1:]
             )
             revoked = [t.revoked for t in lineage]
         else:
-            head, fresh = self.store.task_at_head(self.task.id)
+            fresh = self.store.state_at_head(self.task.id)
             revoked = [fresh.revoked] + [False] * len(self._ancestors)
         links = [Link(self.task.id, self.grant.expires_at, revoked[0])]
         links += [
@@ -274,10 +281,16 @@ class Session(LifecycleTools):
             grant=self.grant,
             lineage=tuple(links),
             tokens_remaining=self._remaining(fresh),
-            checked_seq=head,
+            checked_seq=fresh.head_seq,
             checked_at=round(self.clock.now(), 6),
         )
         return standing, fresh
+
+    def chain(self) -> Chain | None:
+        """This task's chain (itself, then its ancestors) once a check has learnt it."""
+        if self._ancestors is None:
+            return None
+        return ((self.task.id, self.grant.expires_at), *self._ancestors)
 
     # --- tools ---------------------------------------------------------------------------
 
@@ -394,7 +407,7 @@ class Session(LifecycleTools):
             "denied.",
         )
 
-    def _stop_if_cancelled(self, fresh: Task) -> None:
+    def _stop_if_cancelled(self, fresh: CheckState) -> None:
         if fresh.status == Status.IN_PROGRESS and fresh.worker_id != self.worker_id:
             self.cancel_reason = f"task {self.task.id} was handed to another worker"
         if (

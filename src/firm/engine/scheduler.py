@@ -39,6 +39,7 @@ from firm.engine.runs import prepare_run
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
 from firm.events import ENDINGS, TO_TODO, EventKind
+from firm.lineages import Lineages
 from firm.org import OrgChart
 from firm.session import Session, SessionCancelled
 from firm.store.approvals import APPROVED, RUNNING
@@ -108,6 +109,7 @@ class Engine:
         self._tracing = start_tracing(store)  # None unless OTEL_* variables ask for traces
         self._unlisten: Callable[[], None] | None = None
         self.checkpoints = Checkpointer(store)
+        self.lineages = Lineages()  # what its sessions' first checks need not read
         self.peak_running = 0
         # What waking costs: claim rounds, those that found nothing, and nudges from other
         # processes' commits (PostgreSQL NOTIFY). `firm worker` prints them when it stops.
@@ -511,6 +513,7 @@ class Engine:
                 worker_id=self.worker_id,
                 revoke=self.revoke,
                 clock=self.clock,
+                lineages=self.lineages,
             )
             # Approved calls run first, once, with the arguments a person approved; the
             # brief then tells the agent how each call it asked for came out. Most tasks

@@ -35,6 +35,23 @@ class Event:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class CheckState:
+    """What a tool call's check reads of its own task, with the log's head in the same
+    snapshot: whether the task still runs here and still stands, and what it has spent."""
+
+    head_seq: int
+    status: Status
+    revoked: bool
+    worker_id: str | None
+    tokens_used: int
+
+    @classmethod
+    def of(cls, task: Task, head_seq: int) -> CheckState:
+        used = task.usage.get("prompt_tokens", 0) + task.usage.get("completion_tokens", 0)
+        return cls(head_seq, task.status, task.revoked, task.worker_id, used)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What a run needs to be resumed from the database alone."""
@@ -205,7 +222,7 @@ class Store(Protocol):
     def get_task(self, task_id: str) -> Task: ...
     def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None: ...
     def lineage(self, task_id: str) -> tuple[int, list[Task]]: ...
-    def task_at_head(self, task_id: str) -> tuple[int, Task]: ...
+    def state_at_head(self, task_id: str) -> CheckState: ...
     def children(self, task_id: str) -> list[Task]: ...
     def subtree(self, task_id: str) -> list[Task]: ...
     def list_tasks(

@@ -8,7 +8,7 @@ from firm.errors import TaskNotFound
 from firm.store import queries as Q
 from firm.store import runs as run_reads
 from firm.store import schema
-from firm.store.base import Event
+from firm.store.base import CheckState, Event
 from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
@@ -17,14 +17,17 @@ from firm.tasks import Status, Task
 
 T = schema.tasks
 
-# A task's row with the log's head in the same statement (one snapshot): the check before
-# each tool call after a session's first (see task_at_head).
-_TASK_AT_HEAD = select(
-    T,
+# What a check reads of its task's row, with the log's head in the same statement (one
+# snapshot): the check before each tool call but a session's first (see state_at_head).
+_STATE_AT_HEAD = select(
     select(schema.chain_head.c.seq)
     .where(schema.chain_head.c.id == 1)
     .scalar_subquery()
     .label("head_seq"),
+    T.c.status,
+    T.c.revoked,
+    T.c.worker_id,
+    (T.c.prompt_tokens + T.c.completion_tokens).label("tokens_used"),
 ).where(T.c.id == bindparam("id"))
 
 
@@ -58,18 +61,19 @@ class Reads(TaskTree):
         return rows[0]._mapping["head_seq"], [task_from_row(r) for r in rows]
 
     @retrying
-    def task_at_head(self, task_id: str) -> tuple[int, Task]:
-        """The log's head seq and the task's row, read in one statement (one snapshot).
+    def state_at_head(self, task_id: str) -> CheckState:
+        """The log's head seq and what a check needs of the task's row, in one statement.
 
-        Enough, after a first lineage read, to know a task still stands: cancel and revoke
+        Enough, once the ancestors are known, to know a task still stands: cancel and revoke
         stamp every row of the subtree they end, so an ancestor's revocation or cancel shows
         on this row too, and grants (hence expiries) do not change once a task exists.
         """
         with self._read() as conn:
-            row = run(conn, _TASK_AT_HEAD, {"id": task_id}).first()
+            row = run(conn, _STATE_AT_HEAD, {"id": task_id}).first()
         if row is None:
             raise TaskNotFound(task_id)
-        return row._mapping["head_seq"], task_from_row(row)
+        head, status, revoked, worker_id, used = row
+        return CheckState(head, Status(status), bool(revoked), worker_id, used or 0)
 
     @retrying
     def children(self, task_id: str) -> list[Task]:
