@@ -16,6 +16,7 @@ from firm.audit.verify import verify_bundle
 from firm.errors import TaskNotFound
 from firm.events import EventKind
 from firm.people import BadText
+from firm.store import open_store
 from firm.tasks import Status
 from firm.testing import ModelRequest, ModelServer, ScriptedModel, calls, complete, delegate
 from tests.humans.conftest import Submit
@@ -80,6 +81,46 @@ def test_a_note_on_a_waiting_manager_is_in_its_next_wake(
     assert "- from bob: Budget is capped at 5k." in wake.request.brief
     (eng,) = server.requests_for("eng")
     assert "Budget is capped" not in eng.request.brief  # a note is for its own task
+
+
+def test_a_note_from_another_process_on_a_waiting_manager_is_in_its_next_wake(
+    firm: Firm, model: ScriptedModel, server: ModelServer, submit: Submit, db: str
+) -> None:
+    # The engine knows the notes its own process writes without reading them back; one left
+    # from the command line is news it must still find.
+    eng_called = threading.Event()
+    go_on = threading.Event()
+
+    def eng_works(req: ModelRequest):  # type: ignore[no-untyped-def]
+        eng_called.set()
+        assert go_on.wait(60)
+        return calls(complete("the landing page is up"))
+
+    model.when(agent="ceo", woken=False).reply(calls(delegate("eng", "Build the landing page")))
+    model.when(agent="eng").reply(eng_works)
+    model.when(agent="ceo", woken=True).reply(calls(complete("launched")))
+    root = submit()
+    runner = threading.Thread(target=firm.run_until, args=(root, 90))
+    runner.start()
+    try:
+        assert eng_called.wait(30)
+        deadline = time.monotonic() + 30
+        while firm.task(root).status != Status.WAITING:
+            assert time.monotonic() < deadline, firm.task(root).status
+            time.sleep(0.01)
+        # Another process, as far as the engine can tell: a store of its own on the same db.
+        other = open_store(db)
+        try:
+            other.add_note(root, "carol", "Ship on Friday.")
+        finally:
+            other.close()
+    finally:
+        go_on.set()
+        runner.join(90)
+    assert firm.task(root).status == Status.DONE
+    first, wake = server.requests_for("ceo")
+    assert "Ship on Friday" not in first.request.brief
+    assert "- from carol: Ship on Friday." in wake.request.brief
 
 
 def test_a_note_on_a_finished_task_is_recorded_and_changes_nothing(

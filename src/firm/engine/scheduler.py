@@ -35,6 +35,7 @@ from firm.engine.approved import run_approved
 from firm.engine.brief import build_brief
 from firm.engine.company import Company
 from firm.engine.interrupted import answer_interrupted, describe_interrupted, is_first_session
+from firm.engine.notewatch import NoteWatch
 from firm.engine.runs import prepare_run
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
@@ -105,6 +106,7 @@ class Engine:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._recheck = threading.Event()  # a cancel too big to list: check running tasks
+        self.notewatch = NoteWatch()  # which sessions need not read their task's notes
         self._unsubscribe = store.subscribe(self._on_events)
         self._tracing = start_tracing(store)  # None unless OTEL_* variables ask for traces
         self._unlisten: Callable[[], None] | None = None
@@ -324,6 +326,7 @@ class Engine:
         return not self.store.has_open_work(root_id)
 
     def _on_events(self, events: list[Event]) -> None:
+        self.notewatch.saw(events)
         # A task made todo and claimed in the same commit (a hand-over) is no news to the
         # scheduler: nudging it would only cost a claim that finds nothing.
         todo = {e.task_id for e in events if e.kind in TO_TODO}
@@ -531,7 +534,8 @@ class Engine:
                 subtasks,
                 asked,
                 questions=questions,
-                notes=self.store.notes(task.id),  # a person may leave one at any time
+                # A person may leave one at any time; most tasks never have one.
+                notes=[] if self.notewatch.none_for(task.id) else self.store.notes(task.id),
             )
             session.brief = "\n\n".join([brief, *describe_interrupted(cut_off)])
             text = company.brain_for(task.assignee).run(session)
