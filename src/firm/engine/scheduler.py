@@ -31,11 +31,10 @@ from firm.audit.checkpoint import Checkpointer
 from firm.authority.grants import GrantRequest
 from firm.brains import Brain
 from firm.clock import SYSTEM_CLOCK, Clock
-from firm.engine.approved import run_approved
-from firm.engine.brief import build_brief
 from firm.engine.company import Company
-from firm.engine.interrupted import answer_interrupted, describe_interrupted, is_first_session
+from firm.engine.interrupted import is_first_session
 from firm.engine.notewatch import NoteWatch
+from firm.engine.opening import open_session
 from firm.engine.runs import prepare_run
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
@@ -43,7 +42,6 @@ from firm.events import ENDINGS, TO_TODO, EventKind
 from firm.lineages import Lineages
 from firm.org import OrgChart
 from firm.session import Session, SessionCancelled
-from firm.store.approvals import APPROVED, RUNNING
 from firm.store.base import Event, Store
 from firm.store.notify import StoreSignal
 from firm.store.retry import StoreUnavailable
@@ -56,10 +54,6 @@ Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
 # How often run_until looks at the store when woken only because the engine went idle.
 RECHECK = 0.05
-
-# Approval states a session start acts on: approved (claim and run), running (a claim an
-# earlier session left without a result: marked interrupted).
-CLAIMABLE = (APPROVED, RUNNING)
 
 
 class Engine:
@@ -518,26 +512,7 @@ class Engine:
                 clock=self.clock,
                 lineages=self.lineages,
             )
-            # Approved calls run first, once, with the arguments a person approved; the
-            # brief then tells the agent how each call it asked for came out. Most tasks
-            # never asked for one: a read settles that (none at all for a first session,
-            # which cannot have asked yet), and only a task with calls to claim
-            # (or claims an earlier session left unfinished) takes a write transaction.
-            asked, questions = ([], []) if first else self.store.requests(task.id)
-            if any(a.status in CLAIMABLE for a in asked):
-                run_approved(session)
-                asked, questions = self.store.requests(task.id)
-            cut_off = answer_interrupted(self.store, task)
-            brief = build_brief(
-                task,
-                company.org,
-                subtasks,
-                asked,
-                questions=questions,
-                # A person may leave one at any time; most tasks never have one.
-                notes=[] if self.notewatch.none_for(task.id) else self.store.notes(task.id),
-            )
-            session.brief = "\n\n".join([brief, *describe_interrupted(cut_off)])
+            session.brief = open_session(session, company.org, first, self.notewatch)
             text = company.brain_for(task.assignee).run(session)
             stopping = cancel.is_set() and self._stop.is_set()
             outcome = None if stopping else session.final_outcome(text)
