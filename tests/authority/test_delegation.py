@@ -293,3 +293,27 @@ def test_only_granted_tools_are_offered(tmp_path: Path) -> None:
         "files.write",
     ]
     assert offered["reviewer"] == ["complete_task", "crm.query", "fail_task"]
+
+
+def test_two_tasks_of_one_agent_are_offered_what_each_ones_grant_allows(tmp_path: Path) -> None:
+    company = write_company(tmp_path / "co", NARROW)
+    offered: dict[str, list[str]] = {}
+
+    def look(session) -> None:
+        offered[session.task.title] = sorted(t.name for t in session.tools())
+
+    brain = ScriptedBrain(
+        {
+            "lead": [
+                delegate("analyst", "Wide"),
+                delegate("analyst", "Narrow", tools=["crm.query"]),
+                delegate("analyst", "Wide again"),
+            ],
+            "analyst": look,
+        }
+    )
+    with open_firm(tmp_path, brain) as firm:
+        run_company(firm, company)
+    everything = ["complete_task", "crm.query", "fail_task", "files.list", "files.read"]
+    assert offered["Wide"] == offered["Wide again"] == [*everything, "files.write"]
+    assert offered["Narrow"] == ["complete_task", "crm.query", "fail_task"]
