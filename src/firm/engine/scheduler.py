@@ -322,9 +322,12 @@ class Engine:
     def _on_events(self, events: list[Event]) -> None:
         self.notewatch.saw(events)
         # A task made todo and claimed in the same commit (a hand-over) is no news to the
-        # scheduler: nudging it would only cost a claim that finds nothing.
+        # scheduler: nudging it would only cost a claim that finds nothing. Nor is any, while
+        # every slot is taken: the session that frees one nudges it then.
         todo = {e.task_id for e in events if e.kind in TO_TODO}
-        if todo - {e.task_id for e in events if e.kind == EventKind.STARTED}:
+        if todo - {e.task_id for e in events if e.kind == EventKind.STARTED} and (
+            len(self._running) < self.max_concurrent
+        ):
             self._nudge.set()
         ended = [e.task_id for e in events if e.kind in ENDINGS and e.task_id in self._watched]
         if ended:
