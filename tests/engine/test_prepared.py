@@ -4,6 +4,7 @@ seen exactly as through SQLAlchemy."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from firm.events import EventKind
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store import queries as Q
 from firm.store.prepared import run
+from firm.tasks import Outcome, Priority, Status, Task
 
 NO_SUCH_TABLE = text("SELECT * FROM no_such_table")
 RUN = RunSpec(
@@ -85,3 +87,15 @@ def test_a_write_through_both_paths_commits_or_rolls_back_as_one(sqlite_store: S
     assert [e.data.get("text") for e in sqlite_store.events_after(0)][-1] == "kept"
     sqlite_store.append_events([(EventKind.THOUGHT, root.id, "ceo", {"text": "after"})])
     assert sqlite_store.last_seq() == len(sqlite_store.events_after(0))
+
+
+def test_a_task_read_back_has_every_field_a_task_has(sqlite_store: SqlStore) -> None:
+    root = sqlite_store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    (claimed,) = sqlite_store.claim("w", 1, 60)
+    sqlite_store.settle(root.id, "w", Outcome.done("shipped", ["a.md", "b.md"]))
+    for task in (root, claimed, sqlite_store.get_task(root.id)):
+        assert set(vars(task)) == {f.name for f in fields(Task)}
+        assert task == Task(**vars(task))
+    done = sqlite_store.get_task(root.id)
+    assert (done.status, done.files, done.worker_id) == (Status.DONE, ("a.md", "b.md"), None)
+    assert claimed.priority == Priority.NORMAL and claimed.grant is None
