@@ -95,6 +95,7 @@ class Session(LifecycleTools):
         self._tokens_used = 0  # recorded by this session, on top of task.usage at its start
         self._deferred = []  # firm.lifecycle: entries riding a later write
         self._offered: list[ToolDef] | None = None
+        self._names: frozenset[str] | None = None  # of the tools offered
         self.awaiting: list[str] = []  # approvals this session asked for
         self._batch = None  # firm.lifecycle: delegations written together
         # The ancestors' ids and grant expiries, known once (a grant never changes); checks
@@ -141,6 +142,11 @@ class Session(LifecycleTools):
                     offered.append(t)
             self._offered = offered
         return list(self._offered)
+
+    def _offered_names(self) -> frozenset[str]:
+        if self._names is None:
+            self._names = frozenset(t.name for t in self.tools())
+        return self._names
 
     def find_tool(self, name: str) -> ToolDef | None:
         return self.company.registry.find(name)
@@ -315,8 +321,7 @@ class Session(LifecycleTools):
             # A revoked task is also cancelled; its calls are denied (and logged) as revoked
             # rather than cut short, so the model and the log both say why.
             self._stop_if_cancelled(fresh)
-        offered = {t.name for t in self.tools()}
-        if tool is None or (tool.lifecycle and tool.name not in offered):
+        if tool is None or (tool.lifecycle and tool.name not in self._offered_names()):
             names = ", ".join(sorted(t.model_name for t in self.tools()))
             shown = recordable.text(name)[:MAX_TOOL_NAME]
             return self._refuse(name, f"there is no tool {shown!r} (available: {names})")
