@@ -24,8 +24,8 @@ from firm.store.tree import TaskTree
 E = schema.events
 NOTES_SHOWN = 50  # the latest notes of a task a brief (or a listing) shows
 
-# A task's latest notes, newest first: a seek on events (task_id, kind), read before every
-# session but the first of most tasks that have none.
+# A task's latest notes, newest first: a seek on events (task_id, kind), read before a
+# session unless the engine knows the task has none (engine/notewatch.py).
 TASK_NOTES = (
     select(E.c.seq, E.c.ts, E.c.data)
     .where(E.c.task_id == bindparam("task_id"), E.c.kind == str(EventKind.NOTE))
