@@ -139,6 +139,8 @@ def claimable(t: Table) -> ColumnElement[bool]:
 #   the first entries, not the result of sorting every todo task on each claim;
 # - a task's open children (the wake rule at every settle: a manager may have thousands of
 #   reports, and finished ones are not walked over);
+#   by parent, then status: with the status a column too, SQLite's planner prefers it to the
+#   plain index on parent_id on its merits, not by which of the two was made last;
 # - open tasks by status, then run: "has the run open work", the running count under the
 #   store's cap, leases and recovery.
 _OPEN = is_open(tasks.c.status)
@@ -150,7 +152,7 @@ Index(
     tasks.c.id,
     info={"where": claimable(tasks)},
 )
-Index("ix_tasks_parent_open", tasks.c.parent_id, info={"where": _OPEN})
+Index("ix_tasks_parent_open", tasks.c.parent_id, tasks.c.status, info={"where": _OPEN})
 Index("ix_tasks_open", tasks.c.status, tasks.c.root_id, info={"where": _OPEN})
 
 

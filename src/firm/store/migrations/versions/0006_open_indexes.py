@@ -61,7 +61,7 @@ def upgrade() -> None:
         ["status", sa.column("priority").desc(), "created_at", "id"],
         **_where(_CLAIMABLE),
     )
-    op.create_index("ix_tasks_parent_open", "tasks", ["parent_id"], **_where(_OPEN))
+    op.create_index("ix_tasks_parent_open", "tasks", ["parent_id", "status"], **_where(_OPEN))
     op.create_index("ix_tasks_open", "tasks", ["status", "root_id"], **_where(_OPEN))
     _schema_version("2")
 
