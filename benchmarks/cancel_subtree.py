@@ -1,9 +1,11 @@
 """Cancelling a 10,000-task subtree: the time and the SQL statements it takes.
 
 A goal with 100 reports, each with 99 reports of its own (10,001 open tasks, built with the
-store's own batched delegation), is cancelled from the top. Printed: the wall time and CPU of
-`store.cancel`, the statements it sent (an executemany is one; with --sql, each one's first
-words) and the log entries it wrote (one since issue 16: the subtree's root's `cancelled`).
+store's own batched delegation), is cancelled from the top; then the same subtree one
+level under a goal, whose cancel walks the subtree (a goal's takes its run's open tasks).
+Printed: the wall time and CPU of `store.cancel`, the statements it sent (an executemany is
+one; with --sql, each one's first words) and the log entries it wrote (one since issue 16:
+the subtree's root's `cancelled`).
 
     python benchmarks/cancel_subtree.py [--db URL] [--fanout 100]
 """
@@ -29,18 +31,25 @@ RUN = RunSpec(
 )
 
 
-def build(store, fanout: int) -> str:  # type: ignore[no-untyped-def]
+def build(store, fanout: int, below_root: bool) -> str:  # type: ignore[no-untyped-def]
+    """The subtree to cancel: a goal's whole run, or (below_root) a task one level under the
+    goal, whose cancel walks its subtree instead of taking the run's open tasks."""
     root = store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
     store.claim("w", 1, 3600)
+    top = root.id
+    if below_root:
+        (vp,) = store.delegate_many(root.id, 0, [([], NewTask("Division", "", "vp", "ceo"))], "w")
+        store.claim("w", 1, 3600)
+        top = vp.task.id
     kids = store.delegate_many(
-        root.id, 0, [([], NewTask(f"Part {i}", "", "m", "ceo")) for i in range(fanout)], "w"
+        top, 0, [([], NewTask(f"Part {i}", "", "m", "ceo")) for i in range(fanout)], "w"
     )
     claimed = store.claim("w", fanout, 3600)
     assert len(claimed) == fanout
     for kid in kids:
         items = [([], NewTask(f"Leaf {j}", "", "e", "m")) for j in range(fanout - 1)]
         store.delegate_many(kid.task.id, 0, items, "w")
-    return root.id
+    return top
 
 
 def main() -> None:
@@ -49,12 +58,17 @@ def main() -> None:
     parser.add_argument("--fanout", type=int, default=100)
     parser.add_argument("--sql", action="store_true", help="list the statements sent")
     args = parser.parse_args()
+    for below_root in (False, True):
+        measure(args, below_root)
+
+
+def measure(args: argparse.Namespace, below_root: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(args.db or Path(tmp) / "cancel.db", migrate=True)
         t0 = time.perf_counter()
-        root_id = build(store, args.fanout)
+        top_id = build(store, args.fanout, below_root)
         built = time.perf_counter() - t0
-        size = len(store.subtree(root_id))
+        size = len(store.subtree(top_id))
         sent: list[str] = []
 
         def count(_conn: object, _cursor: object, statement: str, *_a: object) -> None:
@@ -63,14 +77,16 @@ def main() -> None:
         head = store.last_seq()
         event.listen(store.engine, "before_cursor_execute", count)
         t0, cpu0 = time.perf_counter(), time.process_time()
-        cancelled = store.cancel(root_id, "benchmark")
+        cancelled = store.cancel(top_id, "benchmark")
         seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         event.remove(store.engine, "before_cursor_execute", count)
         entries = sum(1 for e in store.events_after(head, limit=10 * size) if e.kind == "cancelled")
         store.close()
     statements = len(sent)
+    what = "a task below the goal (a walk)" if below_root else "a goal (its run)"
     print(
-        f"cancel_subtree · {store.dialect} · {size} open tasks (built in {built:.1f} s)\n"
+        f"cancel_subtree · {store.dialect} · {size} open tasks under {what}, built in "
+        f"{built:.1f} s\n"
         f"  cancel: {len(cancelled)} tasks in {seconds * 1000:.0f} ms · {statements} SQL "
         f"statements · {entries} log entries · {seconds / len(cancelled) * 1e6:.0f} µs per task "
         f"({cpu / len(cancelled) * 1e6:.0f} µs of CPU; {cpu * 1000:.0f} ms in all)"
