@@ -165,13 +165,8 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
         return conn.execute(stmt, params)  # type: ignore[call-overload]
     args = compiled.args(params)
     cursor = _cursor(conn)
-    before, after = _listeners(conn)
     try:
-        if before is not None:
-            before(conn, cursor, compiled.sql, args, None, False)
-        cursor.execute(compiled.sql, args)
-        if after is not None:
-            after(conn, cursor, compiled.sql, args, None, False)
+        _execute(conn, cursor, compiled.sql, args)
         rows: list[Row] = []
         if cursor.description is not None:
             cls = compiled.row_class
@@ -194,13 +189,8 @@ def each_row(conn: Connection, stmt: ClauseElement, params: Params | None = None
         return
     args = compiled.args(params)
     cursor = _cursor(conn)
-    before, after = _listeners(conn)
     try:
-        if before is not None:
-            before(conn, cursor, compiled.sql, args, None, False)
-        cursor.execute(compiled.sql, args)
-        if after is not None:
-            after(conn, cursor, compiled.sql, args, None, False)
+        _execute(conn, cursor, compiled.sql, args)
         yield from cursor
     except sqlite3.Error as exc:
         raise _wrapped(exc, compiled.sql, args, conn) from exc
@@ -221,17 +211,25 @@ def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> N
         return
     args = [compiled.args(r) for r in rows]
     cursor = _cursor(conn)
-    before, after = _listeners(conn)
     try:
-        if before is not None:
-            before(conn, cursor, compiled.sql, args, None, True)
-        cursor.executemany(compiled.sql, args)
-        if after is not None:
-            after(conn, cursor, compiled.sql, args, None, True)
+        _execute(conn, cursor, compiled.sql, args, many=True)
     except sqlite3.Error as exc:
         raise _wrapped(exc, compiled.sql, args, conn) from exc
     finally:
         cursor.close()
+
+
+def _execute(conn: Connection, cursor: Any, sql: str, args: Any, many: bool = False) -> None:
+    """The statement on the driver's cursor, between the listeners SQLAlchemy would call."""
+    before, after = _listeners(conn)
+    if before is not None:
+        before(conn, cursor, sql, args, None, many)
+    if many:
+        cursor.executemany(sql, args)
+    else:
+        cursor.execute(sql, args)
+    if after is not None:
+        after(conn, cursor, sql, args, None, many)
 
 
 def run_sql(conn: Connection, sql: str) -> None:
