@@ -7,6 +7,7 @@ import getpass
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,47 +48,11 @@ def test_a_note_left_before_the_first_session_is_in_its_brief(
     assert report.verified, [c.line() for c in report.checks]
 
 
-def test_a_note_on_a_waiting_manager_is_in_its_next_wake(
-    firm: Firm, model: ScriptedModel, server: ModelServer, submit: Submit
+def _note_while_the_ceo_waits(
+    firm: Firm, model: ScriptedModel, submit: Submit, leave_note: Callable[[str], None]
 ) -> None:
-    eng_called = threading.Event()
-    go_on = threading.Event()
-
-    def eng_works(req: ModelRequest):  # type: ignore[no-untyped-def]
-        eng_called.set()
-        assert go_on.wait(30)
-        return calls(complete("the landing page is up"))
-
-    model.when(agent="ceo", woken=False).reply(calls(delegate("eng", "Build the landing page")))
-    model.when(agent="eng").reply(eng_works)
-    model.when(agent="ceo", woken=True).reply(calls(complete("launched")))
-    root = submit()
-    runner = threading.Thread(target=firm.run_until, args=(root, 60))
-    runner.start()
-    try:
-        assert eng_called.wait(30)
-        # The report can be at work before the CEO's yield is written: wait for the wait.
-        deadline = time.monotonic() + 30
-        while firm.task(root).status != Status.WAITING:
-            assert time.monotonic() < deadline, firm.task(root).status
-            time.sleep(0.01)
-        firm.store.add_note(root, "bob", "Budget is capped at 5k.")
-    finally:
-        go_on.set()
-        runner.join(60)
-    assert firm.task(root).status == Status.DONE
-    first, wake = server.requests_for("ceo")
-    assert "Budget is capped" not in first.request.brief
-    assert "- from bob: Budget is capped at 5k." in wake.request.brief
-    (eng,) = server.requests_for("eng")
-    assert "Budget is capped" not in eng.request.brief  # a note is for its own task
-
-
-def test_a_note_from_another_process_on_a_waiting_manager_is_in_its_next_wake(
-    firm: Firm, model: ScriptedModel, server: ModelServer, submit: Submit, db: str
-) -> None:
-    # The engine knows the notes its own process writes without reading them back; one left
-    # from the command line is news it must still find.
+    """The CEO delegates to eng and waits; while eng is at work, `leave_note(root)` is called;
+    then eng delivers, the CEO is woken and completes the goal."""
     eng_called = threading.Event()
     go_on = threading.Event()
 
@@ -104,20 +69,46 @@ def test_a_note_from_another_process_on_a_waiting_manager_is_in_its_next_wake(
     runner.start()
     try:
         assert eng_called.wait(30)
+        # The report can be at work before the CEO's yield is written: wait for the wait.
         deadline = time.monotonic() + 30
         while firm.task(root).status != Status.WAITING:
             assert time.monotonic() < deadline, firm.task(root).status
             time.sleep(0.01)
+        leave_note(root)
+    finally:
+        go_on.set()
+        runner.join(90)
+    assert firm.task(root).status == Status.DONE
+
+
+def test_a_note_on_a_waiting_manager_is_in_its_next_wake(
+    firm: Firm, model: ScriptedModel, server: ModelServer, submit: Submit
+) -> None:
+    def leave_note(root: str) -> None:
+        firm.store.add_note(root, "bob", "Budget is capped at 5k.")
+
+    _note_while_the_ceo_waits(firm, model, submit, leave_note)
+    first, wake = server.requests_for("ceo")
+    assert "Budget is capped" not in first.request.brief
+    assert "- from bob: Budget is capped at 5k." in wake.request.brief
+    (eng,) = server.requests_for("eng")
+    assert "Budget is capped" not in eng.request.brief  # a note is for its own task
+
+
+def test_a_note_from_another_process_on_a_waiting_manager_is_in_its_next_wake(
+    firm: Firm, model: ScriptedModel, server: ModelServer, submit: Submit, db: str
+) -> None:
+    # The engine knows the notes its own process writes without reading them back; one left
+    # from the command line is news it must still find.
+    def leave_note(root: str) -> None:
         # Another process, as far as the engine can tell: a store of its own on the same db.
         other = open_store(db)
         try:
             other.add_note(root, "carol", "Ship on Friday.")
         finally:
             other.close()
-    finally:
-        go_on.set()
-        runner.join(90)
-    assert firm.task(root).status == Status.DONE
+
+    _note_while_the_ceo_waits(firm, model, submit, leave_note)
     first, wake = server.requests_for("ceo")
     assert "Ship on Friday" not in first.request.brief
     assert "- from carol: Ship on Friday." in wake.request.brief
