@@ -18,13 +18,14 @@ from typing import Any
 
 from sqlalchemy import Connection, create_engine, event, select
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.sql import ClauseElement
 
 from firm.errors import StoreError
 from firm.store import migrate, notify, schema
 from firm.store.base import EventListener
 from firm.store.group import GroupWriter
 from firm.store.notify import PgListener, SignalListener, StoreSignal
-from firm.store.prepared import run_sql
+from firm.store.prepared import Params, Rows, read, run, run_sql
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
 from firm.store.wakeup import FreeSlots, WakeRouter
@@ -109,8 +110,9 @@ class SqlBase:
         self._locking = self.dialect == "postgresql"
         self._readers: list[Connection] = []  # idle SQLite connections kept for reads
         self._closed = False
+        self._sqlite_writer = threading.Lock() if self.dialect == "sqlite" else None
         self._writer: threading.Lock | contextlib.nullcontext[None] = (
-            threading.Lock() if self.dialect == "sqlite" else contextlib.nullcontext()
+            self._sqlite_writer or contextlib.nullcontext()
         )
         self._clock = DbClock(self.dialect == "postgresql")
         # Group commit pays where a commit is dear: on PostgreSQL each one waits for an fsync,
@@ -305,6 +307,32 @@ class SqlBase:
             with self._changed:
                 self._generation += 1
                 self._changed.notify_all()
+
+    def _select(self, stmt: ClauseElement, params: Params | None = None) -> Rows:
+        """Run one prebuilt SELECT and return its rows.
+
+        On SQLite, on the writer's kept connection when no write holds it. This process's
+        commits go through that connection, so its page cache stays valid across them, where
+        a pooled reader's is dropped after every commit and its pages read again from the
+        file (the engine's 1,111-task run: ~26,000 preads against ~3,400). The statement runs
+        outside any transaction, so it sees committed data only, as a pooled read does. The
+        writer lock is only tried, never waited for: while a write holds it (a write body's
+        own thread included: its reads never see its uncommitted rows, as before) the read
+        takes a pooled connection."""
+        writer = self._sqlite_writer
+        if writer is not None and not self._closed and writer.acquire(blocking=False):
+            try:
+                conn = self._group.idle()
+                rows = read(conn, stmt, params) if conn is not None else None
+            finally:
+                writer.release()
+            if rows is not None:
+                return rows
+        with self._read() as conn:
+            result = run(conn, stmt, params)
+            if isinstance(result, Rows):
+                return result
+            return Rows(result.all(), result.rowcount)  # read before the connection goes back
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

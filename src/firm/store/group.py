@@ -120,6 +120,16 @@ class GroupWriter:
             if conn is not None:
                 conn.close()
 
+    def idle(self) -> Connection | None:
+        """The kept connection, for a read between writes (the caller holds the writer lock,
+        so no write is using it); None where no connection is kept (PostgreSQL)."""
+        if not self.keep:
+            return None
+        conn = self._kept
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._kept = self.engine.connect().execution_options(firm_write=True)
+        return conn
+
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         """A connection for one write transaction. SQLite writes are serialized by the writer

@@ -168,8 +168,7 @@ class Leases(TaskTree):
     @retrying
     def max_running(self) -> int | None:
         """The cap on sessions running at once across every worker of this store, if set."""
-        with self._read() as conn:
-            value = run(conn, Q.MAX_RUNNING).scalar()
+        value = self._select(Q.MAX_RUNNING).scalar()
         return int(value) if value is not None else None
 
     @retrying

@@ -16,7 +16,6 @@ from firm.events import EventKind
 from firm.people import person_name, person_text
 from firm.store import queries as Q
 from firm.store import schema
-from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
@@ -70,8 +69,7 @@ class Notes(TaskTree):
     @retrying
     def notes(self, task_id: str, limit: int = NOTES_SHOWN) -> list[Note]:
         """The task's latest notes, oldest first."""
-        with self._read() as conn:
-            rows = run(conn, TASK_NOTES, {"task_id": task_id, "p_limit": limit}).all()
+        rows = self._select(TASK_NOTES, {"task_id": task_id, "p_limit": limit}).all()
         out = []
         for seq, ts, data in reversed(rows):
             d = _loads(data)

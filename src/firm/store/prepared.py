@@ -33,7 +33,17 @@ Params = Mapping[str, Any]
 
 
 class _Compiled:
-    __slots__ = ("_pick", "defaults", "names", "plain", "processors", "row_class", "sql", "usable")
+    __slots__ = (
+        "_pick",
+        "defaults",
+        "names",
+        "plain",
+        "processors",
+        "row_class",
+        "select",
+        "sql",
+        "usable",
+    )
 
     def __init__(self, stmt: ClauseElement, dialect: Any):
         compiled = cast(SQLCompiler, stmt.compile(dialect=dialect))
@@ -47,6 +57,8 @@ class _Compiled:
             procs.get(name) for name in self.names
         )
         self.row_class: type[Row] | None = None
+        # One SELECT (a CTE's too: SQLAlchemy builds those as selects), which writes nothing.
+        self.select: bool = bool(getattr(stmt, "is_select", False))
         # Tuple-valued binds convert per element: those statements take SQLAlchemy's path.
         self.usable = "POSTCOMPILE" not in self.sql and all(
             p is None or callable(p) for p in self.processors
@@ -117,7 +129,7 @@ class Row(tuple):  # type: ignore[type-arg]
 class Rows:
     """The few parts of SQLAlchemy's Result the store uses."""
 
-    def __init__(self, rows: list[Row], rowcount: int):
+    def __init__(self, rows: list[Any], rowcount: int):
         self._rows = rows
         self.rowcount = rowcount
 
@@ -163,7 +175,10 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
     compiled = _compiled(stmt, conn)
     if compiled is None:
         return conn.execute(stmt, params)  # type: ignore[call-overload]
-    args = compiled.args(params)
+    return _rows(conn, compiled, compiled.args(params))
+
+
+def _rows(conn: Connection, compiled: _Compiled, args: tuple[Any, ...]) -> Rows:
     cursor = _cursor(conn)
     try:
         _execute(conn, cursor, compiled.sql, args)
@@ -178,6 +193,20 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
         raise _wrapped(exc, compiled.sql, args, conn) from exc
     finally:
         cursor.close()
+
+
+def read(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Rows | None:
+    """Run a prebuilt SELECT on SQLite's cursor outside any transaction (its own snapshot, of
+    committed data only), or None when it cannot be run so: a statement that is not one SELECT,
+    one that takes SQLAlchemy's path (which would begin a transaction), or a connection inside
+    a transaction. For reads on the writer's kept connection between writes (connection.py)."""
+    compiled = _compiled(stmt, conn)
+    if compiled is None or not compiled.select:
+        return None
+    driver = conn.connection.dbapi_connection
+    if driver is None or driver.in_transaction:  # type: ignore[attr-defined]
+        return None
+    return _rows(conn, compiled, compiled.args(params))
 
 
 def each_row(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Iterator[Any]:

@@ -9,7 +9,6 @@ from firm.store import queries as Q
 from firm.store import runs as run_reads
 from firm.store import schema
 from firm.store.base import CheckState, Event
-from firm.store.prepared import run
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
@@ -34,8 +33,7 @@ _STATE_AT_HEAD = select(
 class Reads(TaskTree):
     @retrying
     def get_task(self, task_id: str) -> Task:
-        with self._read() as conn:
-            row = run(conn, Q.TASK, {"id": task_id}).first()
+        row = self._select(Q.TASK, {"id": task_id}).first()
         if row is None:
             raise TaskNotFound(task_id)
         return task_from_row(row)
@@ -43,8 +41,7 @@ class Reads(TaskTree):
     @retrying
     def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
         """Status, revoked flag and holding worker: what a running session checks each step."""
-        with self._read() as conn:
-            row = run(conn, Q.SESSION_STATE, {"id": task_id}).first()
+        row = self._select(Q.SESSION_STATE, {"id": task_id}).first()
         return (Status(row[0]), bool(row[1]), row[2]) if row else None
 
     @retrying
@@ -54,8 +51,7 @@ class Reads(TaskTree):
         Both come from one statement, so one snapshot: a revocation not in the rows was
         committed after the head, so "not revoked as of seq N" is a claim the log can back.
         """
-        with self._read() as conn:
-            rows = run(conn, Q.LINEAGE, {"task_id": task_id}).all()
+        rows = self._select(Q.LINEAGE, {"task_id": task_id}).all()
         if not rows:
             raise TaskNotFound(task_id)
         return rows[0]._mapping["head_seq"], [task_from_row(r) for r in rows]
@@ -68,8 +64,7 @@ class Reads(TaskTree):
         stamp every row of the subtree they end, so an ancestor's revocation or cancel shows
         on this row too, and grants (hence expiries) do not change once a task exists.
         """
-        with self._read() as conn:
-            row = run(conn, _STATE_AT_HEAD, {"id": task_id}).first()
+        row = self._select(_STATE_AT_HEAD, {"id": task_id}).first()
         if row is None:
             raise TaskNotFound(task_id)
         head, status, revoked, worker_id, used = row
@@ -77,8 +72,7 @@ class Reads(TaskTree):
 
     @retrying
     def children(self, task_id: str) -> list[Task]:
-        with self._read() as conn:
-            rows = run(conn, Q.CHILDREN, {"id": task_id}).all()
+        rows = self._select(Q.CHILDREN, {"id": task_id}).all()
         return [task_from_row(r) for r in rows]
 
     @retrying
@@ -141,8 +135,7 @@ class Reads(TaskTree):
     def has_open_work(self, root_id: str) -> bool:
         """Whether a task of the run is todo (and not held by a plan) or in progress: work a
         worker can take or is doing. One indexed seek, whatever the run's size."""
-        with self._read() as conn:
-            return bool(run(conn, Q.OPEN_WORK, {"root_id": root_id}).scalar())
+        return bool(self._select(Q.OPEN_WORK, {"root_id": root_id}).scalar())
 
     @retrying
     def counts(self, root_id: str | None = None) -> dict[str, int]:

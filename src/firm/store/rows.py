@@ -15,7 +15,7 @@ _PRIORITY = {p.value: p for p in Priority}
 _new = object.__new__
 
 
-def task_from_row(row: Row[Any]) -> Task:
+def task_from_row(row: Any) -> Task:
     m = row._mapping
     files = m["files"]
     grant = m["grant"]
