@@ -8,16 +8,22 @@ one; with --sql, each one's first words) and the log entries it wrote (one since
 the subtree's root's `cancelled`).
 
     python benchmarks/cancel_subtree.py [--db URL] [--fanout 100]
+
+With a PostgreSQL URL, each case gets a database of its own on that server (created, then
+dropped), so both start from an empty store.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
-from sqlalchemy import event
+from sqlalchemy import create_engine, event, text
 
 from firm.store import NewTask, RunSpec, open_store
 
@@ -62,9 +68,28 @@ def main() -> None:
         measure(args, below_root)
 
 
+@contextlib.contextmanager
+def fresh_db(url: str | None) -> Iterator[str | Path]:
+    """A new SQLite file, or a new database on the PostgreSQL server of `url`."""
+    if url is None or not url.startswith("postgresql"):
+        with tempfile.TemporaryDirectory() as tmp:
+            yield url or Path(tmp) / "cancel.db"
+        return
+    name = f"firm_cancel_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    try:
+        yield f"{url.rpartition('/')[0]}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+        admin.dispose()
+
+
 def measure(args: argparse.Namespace, below_root: bool) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(args.db or Path(tmp) / "cancel.db", migrate=True)
+    with fresh_db(args.db) as db:
+        store = open_store(db, migrate=True)
         t0 = time.perf_counter()
         top_id = build(store, args.fanout, below_root)
         built = time.perf_counter() - t0
