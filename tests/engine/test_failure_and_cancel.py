@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import event
@@ -190,3 +191,63 @@ def test_a_long_result_is_bounded_in_the_managers_brief(
     assert "files: all.md" in brief
     assert len(brief) < 3000  # the whole result is 5,000 characters on its own
     assert store.children(root.id)[0].result == long_result  # stored whole
+
+
+FOUR_LEVELS = """\
+company: Test Co
+agents:
+  - {id: ceo, name: Ava, title: Chief Executive Officer}
+  - {id: vp, name: Vic, title: Vice President, reports_to: ceo}
+  - {id: lead, name: Lee, title: Team Lead, reports_to: vp}
+  - {id: eng, name: Eve, title: Engineer, reports_to: lead}
+"""
+
+
+def test_a_cancel_reaches_work_still_open_below_a_manager_that_already_finished(
+    store: SqlStore, org_factory: Callable[[str], OrgChart], tmp_path: Path
+) -> None:
+    # A manager may complete (or fail) while its report still works: nothing waits for the
+    # report then, but cancelling above the manager must still stop it. So the cancel's walk
+    # cannot follow open tasks only (an ended task can have open subtasks).
+    sim = SimulationBrain(latency=0.0)
+    stopped: list[str] = []
+
+    def lead(session: Session) -> str | None:
+        session.call("delegate_task", {"assignee": "eng", "title": "Build it",
+                                       "description": "all of it"})  # fmt: skip
+        session.call("complete_task", {"result": "handed to eng; not waiting for it"})
+        return None
+
+    def eng(session: Session) -> str | None:
+        try:
+            for _ in range(500):
+                session.sleep(0.02)
+                session.check_cancelled()
+        except BaseException:
+            stopped.append(session.agent_id)
+            raise
+        return sim.run(session)
+
+    brain = FunctionBrain({"lead": lead, "eng": eng}, default=sim.run)
+    with Engine(store, max_concurrent=4, heartbeat=0.2, brain=brain) as engine:
+        root = engine.submit(org_factory(FOUR_LEVELS), "Launch", workspace=tmp_path / "ws")
+        deadline = time.monotonic() + 20
+        while True:
+            tasks = {t.assignee: t for t in store.subtree(root.id)}
+            eng_runs = "eng" in tasks and tasks["eng"].status == Status.IN_PROGRESS
+            if eng_runs and tasks["lead"].status == Status.DONE:
+                break
+            assert time.monotonic() < deadline, "eng never started, or lead never finished"
+            time.sleep(0.02)
+        cancelled = engine.cancel(tasks["vp"].id, "the track is dropped")
+        assert tasks["eng"].id in cancelled
+        deadline = time.monotonic() + 20
+        while not stopped:
+            assert time.monotonic() < deadline, "eng's session never stopped"
+            time.sleep(0.02)
+    after = {t.assignee: t for t in store.subtree(root.id)}
+    assert after["eng"].status == Status.CANCELLED
+    assert after["lead"].status == Status.DONE  # an ending is never rewritten
+    (entry,) = [e for e in store.events_after(0, 10_000) if e.kind == "cancelled"]
+    assert entry.task_id == tasks["vp"].id
+    assert store.ended_by(entry.seq) == sorted(cancelled)
