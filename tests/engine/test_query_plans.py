@@ -16,7 +16,7 @@ from sqlalchemy.sql import ClauseElement
 
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store import queries as Q
-from firm.store.cancel import CANCEL_RUN, CANCEL_SUBTREE
+from firm.store.cancel import CANCEL
 from firm.store.delegation import SETTLE_ENDED_HELD, YIELD_COUNTS
 from firm.store.handover import AHEAD_OF_ONE
 
@@ -71,8 +71,8 @@ def plan(store: SqlStore, stmt: ClauseElement) -> list[str]:
         (SETTLE_ENDED_HELD, "ix_tasks_parent_open"),
         (Q.OPEN_WORK, "ix_tasks_open"),
         (Q.RUNNING_COUNT, "ix_tasks_open"),
-        (CANCEL_RUN, "ix_tasks_open"),
-        (CANCEL_SUBTREE, "ix_tasks_parent_id"),
+        (CANCEL, "ix_tasks_open"),  # a run's root: its run's open tasks
+        (CANCEL, "ix_tasks_parent_id"),  # any other task: the walk down its subtree
     ],
 )
 def test_a_question_about_open_tasks_is_a_seek_on_an_open_index(

@@ -3,6 +3,7 @@ entry for it (firm/endings.py): the rows it ended are stamped with that entry's 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
@@ -50,44 +51,48 @@ def _seq_of_next(tx: Tx, later: int = 0) -> ColumnElement[Any]:
     return head.scalar_subquery() + (tx.ahead + len(tx.pending) + 1 + later)
 
 
-def _sqlite_cancel(where: ColumnElement[bool], cte=None):  # type: ignore[no-untyped-def]
-    """A cancel's UPDATE on SQLite, built once (store/prepared.py runs it on the driver). The
-    write transaction holds the whole file, so the head read inside it is the one the
-    entry follows: its seq is the head's plus `p_offset` (the entries ahead of it)."""
-    head = select(HEAD.c.seq).where(HEAD.c.id == 1).scalar_subquery()
-    stmt = update(T)
-    if cte is not None:
-        stmt = stmt.add_cte(cte)
+def _returned(join_strings: str) -> tuple[ColumnElement[Any], ...]:
+    """What a cancel's UPDATE returns: each row's id, and on the top row only (NULL on every
+    other, so they cost nothing) what would otherwise be statements of their own: the tasks
+    of the calls and questions open in the whole store (the few there are, by an index on
+    status), the top's parent, and whether that parent waits (only then can the wake rule
+    fire). Spelled out, tables named: SQLAlchemy writes SQLite's RETURNING without them."""
+    asking: ColumnClause[str] = literal_column(
+        f"(SELECT coalesce({join_strings}(a.task_id, ' '), '') FROM approvals AS a"
+        f" WHERE a.status IN ('{PENDING}', '{APPROVED}'))"
+    )
+    parent_waits: ColumnClause[bool] = literal_column(
+        "EXISTS (SELECT 1 FROM tasks AS up"
+        f" WHERE up.id = tasks.parent_id AND up.status = '{Status.WAITING}')"
+    )
+    is_top = T.c.id == bindparam("p_id")
     return (
-        stmt.where(where)
-        .values(
-            status=str(Status.CANCELLED),
-            error=bindparam("p_reason"),
-            finished_at=bindparam("p_now"),
-            updated_at=bindparam("p_now"),
-            lease_expires_at=None,
-            cancelled_by_seq=head + bindparam("p_offset"),
-        )
-        .returning(T.c.id, T.c.parent_id)
+        T.c.id,
+        case((is_top, asking)),
+        case((is_top, T.c.parent_id)),
+        case((is_top, parent_waits)),
     )
 
 
-# A run's root: its subtree is its run (a task's root_id is its run's, and only a root's id is
-# a root_id), so the open tasks are a seek on the open index, (status, run), with no walk. Any
-# other task matches nothing here, for the price of that seek.
+# The task's open subtree, whatever the task. A run's root: its subtree is its run (a task's
+# root_id is its run's, and only a root's id is a root_id), so its open tasks are a seek on
+# the open index, (status, run), with no walk (the walk starts only from a task that has a
+# parent). Any other task: the walk down its subtree, as rowids (the UPDATE then reads each
+# row by its key, not through the index on ids). The planner takes each side of the OR
+# through its own index and finds nothing on the other for the price of one seek.
 _ROW: ColumnClause[int] = literal_column("tasks.rowid")
 _OPEN_LITERALS: list[ColumnClause[str]] = [
     literal_column(f"'{s}'") for s in sorted(OPEN_VALUES)
 ]  # a fixed SQL text
-CANCEL_RUN = _sqlite_cancel(
-    (T.c.root_id == bindparam("p_id")) & T.c.status.in_(_OPEN_LITERALS) & is_open(T.c.status)
-)
 
 
 def _walk():  # type: ignore[no-untyped-def]
-    """The subtree below a task, as rowids (the UPDATE then reads each row by its key, not
-    through the index on ids), with each row's status."""
-    top = select(_ROW.label("rid"), T.c.id, T.c.status).where(T.c.id == bindparam("p_id"))
+    """The subtree below a task that has a parent, as rowids, with each row's status. Every
+    child is followed, ended or not: a task that ended may still have open subtasks (a
+    manager may complete, or fail, with reports still at work), and those are cancelled too."""
+    top = select(_ROW.label("rid"), T.c.id, T.c.status).where(
+        T.c.id == bindparam("p_id"), T.c.parent_id.is_not(None)
+    )
     tree = top.cte("subtree", recursive=True)
     child = T.alias("child")
     return tree.union_all(
@@ -97,12 +102,34 @@ def _walk():  # type: ignore[no-untyped-def]
     )
 
 
-_TREE = _walk()
-# Driven by the walk alone: testing the status on the table here as well would let the
-# planner walk every open task of the store through an open index instead of the subtree.
-CANCEL_SUBTREE = _sqlite_cancel(
-    _ROW.in_(select(_TREE.c.rid).where(_TREE.c.status.in_(_OPEN_LITERALS))), _TREE
-)
+def _sqlite_cancel():  # type: ignore[no-untyped-def]
+    """A cancel's UPDATE on SQLite, built once (store/prepared.py runs it on the driver). The
+    write transaction holds the whole file, so the head read inside it is the one the
+    entry follows: its seq is the head's plus `p_offset` (the entries ahead of it).
+
+    The walk side is driven by the walk alone: testing the status on the table there as well
+    would let the planner walk every open task of the store through an open index."""
+    tree = _walk()
+    run = (T.c.root_id == bindparam("p_id")) & T.c.status.in_(_OPEN_LITERALS) & is_open(T.c.status)
+    below = _ROW.in_(select(tree.c.rid).where(tree.c.status.in_(_OPEN_LITERALS)))
+    head = select(HEAD.c.seq).where(HEAD.c.id == 1).scalar_subquery()
+    return (
+        update(T)
+        .add_cte(tree)
+        .where(run | below)
+        .values(
+            status=str(Status.CANCELLED),
+            error=bindparam("p_reason"),
+            finished_at=bindparam("p_now"),
+            updated_at=bindparam("p_now"),
+            lease_expires_at=None,
+            cancelled_by_seq=head + bindparam("p_offset"),
+        )
+        .returning(*_returned("group_concat"))
+    )
+
+
+CANCEL = _sqlite_cancel()
 
 
 class Cancellation(Plans):
@@ -114,7 +141,7 @@ class Cancellation(Plans):
                 parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
                 # Driven by the subtree alone: its walk keeps only the open tasks (in this
                 # statement's snapshot, and their rows are locked).
-                rows = tx.conn.execute(
+                rows: Iterable[Any] = tx.conn.execute(
                     update(T)
                     .where(T.c.id.in_(select(sub.c.id)))
                     .values(
@@ -125,27 +152,36 @@ class Cancellation(Plans):
                         lease_expires_at=None,
                         cancelled_by_seq=_seq_of_next(tx),
                     )
-                    .returning(T.c.id, T.c.parent_id)
-                ).all()
-                cancelled = sorted(r[0] for r in rows)
+                    .returning(*_returned("string_agg")),
+                    {"p_id": task_id},
+                )
             else:
-                # SQLite's write transaction holds the whole file: nothing to lock first. A
-                # run's root is tried first; for any other task, the walk down its subtree,
-                # which returns the top's parent for the wake (read apart only when the top
-                # was not open).
+                # SQLite's write transaction holds the whole file: nothing to lock first.
                 args = {
                     "p_id": task_id,
                     "p_reason": reason,
                     "p_now": tx.now,
                     "p_offset": tx.ahead + len(tx.pending) + 1,
                 }
-                cancelled, parent_id = self._cancel_sqlite(tx, task_id, args)
+                rows, parent_id = each_row(tx.conn, CANCEL, args), None
+            cancelled, top = _ids_and_top(rows)
+            if top is None:
+                # The task itself was not open (or is not there): what its row would have
+                # brought is read apart.
+                if not tx.locking:
+                    parent_id = self._parent_of(tx, task_id)
+                asking = self._asking(tx, cancelled)
+                wake = bool(cancelled)
+            else:
+                open_calls, parent_id, wake = top
+                asking = _of(cancelled, open_calls)
             if cancelled:
                 data = {"reason": reason, "by": by, "ended": len(cancelled)}
                 data["ended_sha256"] = ended_sha256(cancelled)
                 tx.emit(EventKind.CANCELLED, task_id, None, **data)
-                self._withdraw(tx, self._asking(tx, cancelled), by)
-                self._wake_if_done(tx, parent_id)
+                self._withdraw(tx, asking, by)
+                if wake:
+                    self._wake_if_done(tx, parent_id)
         return cancelled
 
     @retrying
@@ -200,29 +236,6 @@ class Cancellation(Plans):
                 self._wake_if_done(tx, parent_id)
         return revoked
 
-    def _cancel_sqlite(
-        self, tx: Tx, task_id: str, args: dict[str, Any]
-    ) -> tuple[list[str], str | None]:
-        """The ids cancelled (sorted) and the top's parent: a run's root first (no parent),
-        else the walk down the subtree, whose top row brings its parent along (read apart
-        only when the top was not open)."""
-        ids: list[str] = []
-        for row in each_row(tx.conn, CANCEL_RUN, args):
-            ids.append(row[0])
-        if ids:
-            ids.sort()
-            return ids, None
-        parent_id: str | None = None
-        found = False
-        for row in each_row(tx.conn, CANCEL_SUBTREE, args):
-            ids.append(row[0])
-            if row[0] == task_id:
-                parent_id, found = row[1], True
-        if not found:
-            parent_id = self._parent_of(tx, task_id)
-        ids.sort()
-        return ids, parent_id
-
     def _parent_of(self, tx: Tx, task_id: str) -> str | None:
         head = tx.conn.execute(select(T.c.parent_id).where(T.c.id == task_id)).first()
         if head is None:
@@ -258,3 +271,22 @@ class Cancellation(Plans):
         open_now = select(A.c.task_id).where(A.c.status.in_([PENDING, APPROVED]))
         asking = set(tx.conn.execute(open_now).scalars())
         return [t for t in task_ids if t in asking] if asking else []
+
+
+def _ids_and_top(rows: Iterable[Any]) -> tuple[list[str], tuple[str, str | None, bool] | None]:
+    """The ids a cancel's RETURNING gave (sorted: the digest's order), and what its top row
+    brought (_returned): the open calls' task ids, the parent's id, whether the parent waits."""
+    ids: list[str] = []
+    top = None
+    for row in rows:
+        ids.append(row[0])
+        if row[1] is not None:
+            top = (row[1], row[2], bool(row[3]))
+    ids.sort()
+    return ids, top
+
+
+def _of(cancelled: list[str], open_calls: str) -> list[str]:
+    """The cancelled tasks among those with a call or question still open."""
+    asking = set(open_calls.split())
+    return [t for t in cancelled if t in asking] if asking else []
