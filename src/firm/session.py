@@ -7,6 +7,7 @@ on. Only cancellation interrupts a brain, by raising SessionCancelled at its nex
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -103,6 +104,8 @@ class Session(LifecycleTools):
         # for a task it delegated, and learn this one's for its subtasks.
         self.lineages = lineages
         self._ancestors: Chain | None = None
+        self._grant: Grant | None = None
+        self._standing_links: tuple[Link, ...] | None = None  # the lineage with none revoked
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -233,7 +236,10 @@ class Session(LifecycleTools):
     @property
     def grant(self) -> Grant:
         """The grant this task runs under (what it holds and may hand down)."""
-        return self.company.grant_of(self.task)
+        # A task's grant never changes: asked several times a call, looked up once.
+        if self._grant is None:
+            self._grant = self.company.grant_of(self.task)
+        return self._grant
 
     def tokens_remaining(self) -> int | None:
         """Model tokens this session may still spend; None means unlimited.
@@ -272,25 +278,34 @@ class Session(LifecycleTools):
             self._ancestors = tuple(
                 (t.id, self.company.grant_of(t).expires_at) for t in lineage[1:]
             )
-            revoked = [t.revoked for t in lineage]
+            links = self._links([t.revoked for t in lineage])
         else:
             fresh = self.store.state_at_head(self.task.id)
-            revoked = [fresh.revoked] + [False] * len(self._ancestors)
-        links = [Link(self.task.id, self.grant.expires_at, revoked[0])]
-        links += [
-            Link(aid, expires, gone)
-            for (aid, expires), gone in zip(self._ancestors, revoked[1:], strict=True)
-        ]
+            if fresh.revoked:
+                links = self._links([True] + [False] * len(self._ancestors))
+            else:
+                # The usual answer, the same at every check of the session: built once.
+                if self._standing_links is None:
+                    self._standing_links = self._links([False] * (len(self._ancestors) + 1))
+                links = self._standing_links
         standing = Standing(
-            task_id=self.task.id,
+            task_id=self.task_id,
             agent=self.agent_id,
             grant=self.grant,
-            lineage=tuple(links),
+            lineage=links,
             tokens_remaining=self._remaining(fresh),
             checked_seq=fresh.head_seq,
             checked_at=round(self.clock.now(), 6),
         )
         return standing, fresh
+
+    def _links(self, revoked: list[bool]) -> tuple[Link, ...]:
+        """The task, then its ancestors, each with whether it is revoked."""
+        assert self._ancestors is not None
+        chain = ((self.task_id, self.grant.expires_at), *self._ancestors)
+        return tuple(
+            Link(aid, expires, gone) for (aid, expires), gone in zip(chain, revoked, strict=True)
+        )
 
     def chain(self) -> Chain | None:
         """This task's chain (itself, then its ancestors) once a check has learnt it."""
@@ -316,8 +331,9 @@ class Session(LifecycleTools):
             # call's own write (its start, or its refusal).
             self._flush_delegations()
         standing, fresh = self.standing()
-        revoked = any(link.revoked for link in standing.lineage)
-        if not revoked:
+        if standing.lineage is self._standing_links or not any(
+            link.revoked for link in standing.lineage
+        ):
             # A revoked task is also cancelled; its calls are denied (and logged) as revoked
             # rather than cut short, so the model and the log both say why.
             self._stop_if_cancelled(fresh)
@@ -513,13 +529,31 @@ class CallRecord:
                     a: plain.get(a) if a in given else None for a in tool.limits
                 }
                 data["ceilings"] = dict(tool.limits)
-            canonical_json(data).encode("utf-8")
+            if not _plainly_recordable(tool, standing):
+                canonical_json(data).encode("utf-8")
         except (TypeError, ValueError, UnicodeError, PydanticSerializationError) as exc:
             raise ToolError(
                 f"{tool.model_name}: the arguments cannot be recorded in the audit log "
                 f"({recordable.text(str(exc), 200)}); send plain JSON values"
             ) from None
         return cls(data)
+
+
+def _plainly_recordable(tool: ToolDef, standing: Standing) -> bool:
+    """Whether a call's entry is recordable by the types of what it holds, without encoding it
+    once more: its digest and summary are text made so, and its limited arguments are parts
+    of the arguments the digest has just encoded. What is left are the tool's name, the
+    check's place and time (a clock may give NaN) and the tool's ceilings; anything unusual
+    there is proven the long way, by encoding the whole entry."""
+    at = standing.checked_at
+    return (
+        not tool.limits
+        and type(tool.name) is str
+        and tool.name.isascii()
+        and type(standing.checked_seq) is int
+        and type(at) is float
+        and math.isfinite(at)
+    )
 
 
 def refusal(name: str, message: str) -> dict[str, Any]:

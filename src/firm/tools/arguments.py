@@ -140,19 +140,26 @@ def _canonical(tool: str, top: dict[Any, Any]) -> tuple[dict[str, Any], int]:
         source, dest, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ToolError(f"{tool}: arguments are nested deeper than {MAX_DEPTH} levels")
-        items = list(source.items()) if isinstance(source, dict) else list(enumerate(source))
-        for key, value in items:
-            if isinstance(source, dict):
+        keyed = isinstance(source, dict)
+        for key, value in source.items() if keyed else enumerate(source):
+            if keyed:
                 if not isinstance(key, str):
                     raise ToolError(
                         f"{tool}: object keys must be strings; {_where(path)} has the key "
                         f"{key!r} ({type(key).__name__})"
                     )
-                _check_text(tool, key, path, what="a key")
-                here = f"{path}.{key}" if path else key
+                if not key.isascii():  # ASCII is always text: only the rest is encoded
+                    _check_text(tool, key, path, what="a key")
                 bound += _CHAR_BYTES * len(key)
-            else:
-                here = f"{path}[{key}]"
+            # Most arguments are plain strings: checked here, and the path that names one in
+            # an error is spelled only when there is an error to name it in.
+            if type(value) is str:
+                if not value.isascii():
+                    _check_text(tool, value, _here(path, key, keyed), what="argument")
+                bound += _ITEM_BYTES + _CHAR_BYTES * len(value)
+                dest[key] = value
+                continue
+            here = _here(path, key, keyed)
             leaf = _leaf(tool, value, here)
             bound += _ITEM_BYTES + (_CHAR_BYTES * len(value) if isinstance(value, str) else 0)
             if isinstance(value, dict):
@@ -163,6 +170,12 @@ def _canonical(tool: str, top: dict[Any, Any]) -> tuple[dict[str, Any], int]:
                 stack.append((value, leaf, here, depth + 1))
             dest[key] = leaf
     return root, bound
+
+
+def _here(path: str, key: Any, keyed: bool) -> str:
+    if not keyed:
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
 
 
 def _leaf(tool: str, value: Any, here: str) -> Any:

@@ -45,6 +45,11 @@ SHAPES_KEPT = 4096
 # Temporary names: unique within the process by the counter, across processes by the pid;
 # O_EXCL refuses a name a crashed process left behind, and the next number is tried.
 _TMP_SEQ = itertools.count()
+# The pid, asked of the kernel once per process rather than at every write (a fork's child
+# asks again).
+_PID = [os.getpid()]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -270,8 +275,11 @@ class Workspace:
         data is in the page cache before it). With `sync`, the file is flushed to disk before
         the rename and the folder after it, so a power cut cannot undo or tear it either."""
         parent = os.path.dirname(target)
-        self._make_folders(parent, path, missing)
-        if not self._inside(parent, path):
+        made = self._make_folders(parent, path, missing)
+        # A folder this write just made in the root itself is inside by its making (mkdir
+        # does not follow a link in its last name, and the root is the root); any other is
+        # looked at again.
+        if not (made and os.path.dirname(parent) == self._root) and not self._inside(parent, path):
             raise WorkspaceError(f"{path!r} leaves the workspace")
         try:
             fd, tmp = _temporary(parent)
@@ -302,21 +310,23 @@ class Workspace:
         if self.sync:
             _sync_folder(parent)
 
-    def _make_folders(self, parent: str, path: str, missing: int | None) -> None:
+    def _make_folders(self, parent: str, path: str, missing: int | None) -> bool:
         """The target's folders, made. `missing` is what the walk of the path found absent:
-        none (nothing to make), the last folder alone (one mkdir), else unknown or more."""
+        none (nothing to make), the last folder alone (one mkdir), else unknown or more.
+        True when that one mkdir made the target's folder."""
         if missing == 0:
-            return
+            return False
         try:
             if missing == 1:
                 try:
                     os.mkdir(parent)
-                    return
+                    return True
                 except (FileExistsError, FileNotFoundError, NotADirectoryError):
                     pass  # changed since the walk (another writer): settled the general way
             os.makedirs(parent, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise WorkspaceError(f"a parent of {path!r} is a file, not a folder") from None
+        return False
 
     def list(self, path: str = ".") -> list[str]:
         """Files under a folder, as workspace paths, folders first level marked with '/'."""
@@ -372,9 +382,8 @@ class Workspace:
 
 
 def _temporary(folder: str) -> tuple[int, str]:
-    pid = os.getpid()
     while True:
-        tmp = f"{folder}/.firm-{pid}-{next(_TMP_SEQ)}.tmp"
+        tmp = f"{folder}/.firm-{_PID[0]}-{next(_TMP_SEQ)}.tmp"
         try:
             return os.open(tmp, _TMP_FLAGS, 0o644), tmp
         except FileExistsError:
