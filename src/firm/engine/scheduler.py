@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from firm.engine.interrupted import is_first_session
 from firm.engine.notewatch import NoteWatch
 from firm.engine.opening import open_session
 from firm.engine.runs import prepare_run
+from firm.engine.slots import SessionThreads
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
 from firm.events import ENDINGS, TO_TODO, EventKind
@@ -85,15 +85,20 @@ class Engine:
         # dead worker's task waits little more than its lease, rarely enough to cost nothing.
         self.recover_every = recover_every or max(heartbeat, lease_seconds / 2)
         self._brain_override = brain
-        self._pool = ThreadPoolExecutor(
-            max_workers=max_concurrent, thread_name_prefix="firm-session"
-        )
+        self._pool = SessionThreads(max_concurrent)
         self._running: dict[str, threading.Event] = {}
         self._settling: set[str] = set()  # sessions ended here, their outcome being written
         self._running_lock = threading.Lock()
         self._companies: dict[str, Company] = {}
         self._companies_lock = threading.Lock()
         self._nudge = threading.Event()
+        # A commit made a task todo since the scheduler last claimed (set before the slots
+        # are counted, so a session freeing one after that count sees it).
+        self._todo_news = False
+        # On SQLite a settle claims the head of the queue for its freed slot (hand-over): one
+        # that found nothing saw the queue empty (or the store's cap reached), so the slot it
+        # frees needs no claim round from the scheduler unless a task became todo since.
+        self._settle_looks = store.dialect == "sqlite"
         self._progress = threading.Event()  # a watched root ended, or the engine went idle
         self._watched: set[str] = set()
         self._ended: set[str] = set()  # watched roots whose ending this process committed
@@ -164,6 +169,7 @@ class Engine:
             self.store.recover(worker_alive)
             self.store.expire_approvals()
             self.checkpoints.catch_up()
+            self._pool.warm()
             self._thread = threading.Thread(target=self._loop, name="firm-scheduler", daemon=True)
             self._thread.start()
         return self
@@ -178,7 +184,7 @@ class Engine:
             ev.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
         with self._running_lock:
             leftover = list(self._running)
         self.store.release(
@@ -325,10 +331,10 @@ class Engine:
         # scheduler: nudging it would only cost a claim that finds nothing. Nor is any, while
         # every slot is taken: the session that frees one nudges it then.
         todo = {e.task_id for e in events if e.kind in TO_TODO}
-        if todo - {e.task_id for e in events if e.kind == EventKind.STARTED} and (
-            len(self._running) < self.max_concurrent
-        ):
-            self._nudge.set()
+        if todo - {e.task_id for e in events if e.kind == EventKind.STARTED}:
+            self._todo_news = True
+            if len(self._running) < self.max_concurrent:
+                self._nudge.set()
         ended = [e.task_id for e in events if e.kind in ENDINGS and e.task_id in self._watched]
         if ended:
             self._ended.update(t for t in ended if t is not None)
@@ -390,6 +396,9 @@ class Engine:
                     self._recheck.clear()
                     self._stop_lost()
                 if free > 0:
+                    # Cleared only by a claim that has room: a todo task it leaves behind
+                    # is one a freed slot's settle or claim round must still see.
+                    self._todo_news = False
                     claimed = self.store.claim(
                         self.worker_id, free, self.lease_seconds, self.global_limit
                     )
@@ -404,8 +413,10 @@ class Engine:
                 continue
             for task in claimed:
                 self._launch(task)
-            if claimed and len(claimed) < free:
-                continue  # there may be more: claim again before sleeping
+            if claimed and len(claimed) < free and not self._settle_looks:
+                # There may be more (PostgreSQL skips rows other transactions hold): claim
+                # again before sleeping. SQLite's claim takes all there is.
+                continue
             self._nudge.wait(self.heartbeat)
 
     def _renew(self) -> None:
@@ -428,7 +439,7 @@ class Engine:
             self._running[task.id] = ev
             self.peak_running = max(self.peak_running, len(self._running))
         try:
-            self._pool.submit(self._work, task, ev)
+            self._pool.submit(lambda: self._work(task, ev))
         except RuntimeError:  # the pool is shutting down: leave the task for recovery
             with self._running_lock:
                 self._running.pop(task.id, None)
@@ -443,6 +454,7 @@ class Engine:
 
     def _work_one(self, task: Task, cancel: threading.Event) -> tuple[Task, threading.Event] | None:
         handed: list[Task] = []
+        looked = False  # the settle looked at the queue's head for the freed slot
         try:
             outcome, pending = self._session(task, cancel)
             if outcome is not None:
@@ -453,6 +465,7 @@ class Engine:
                     task.id, self.worker_id, outcome, events=pending, hand_over=hand_over
                 )
                 handed = settled.claimed
+                looked = settled.applied and hand_over is not None and self._settle_looks
                 if settled.applied and settled.task is not None:
                     self.checkpoints.after_ended([settled.task])
         except StoreUnavailable as exc:
@@ -470,8 +483,8 @@ class Engine:
                 if nxt is not None:
                     self._running[nxt.id] = ev
                 idle = not self._running
-            if nxt is None:
-                self._nudge.set()  # a slot is free
+            if nxt is None and not (looked and not self._todo_news):
+                self._nudge.set()  # a slot is free, and there may be work for it
             if idle:
                 self._progress.set()
         for extra in handed[1:]:  # a settle wakes one task; should it ever be more
