@@ -71,3 +71,17 @@ def test_durability_follows_the_store_unless_asked(
     assert ws.read("deep/er/plan.md") == "# plan, revised"
     assert oct(os.stat(ws.root / "deep" / "er" / "plan.md").st_mode & 0o777) == "0o644"
     assert ws.list() == ["deep/er/plan.md"]
+
+
+def test_a_deliverable_in_a_new_folder_is_readable_whatever_the_umask(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    old = os.umask(0o077)  # a strict umask would hide a deliverable from its readers
+    try:
+        ws.write("eng/t-1-plan.md", "# plan")  # its folder is made by this write
+        ws.write("eng/t-2-plan.md", "# plan 2")  # and found by the next
+    finally:
+        os.umask(old)
+    for name in ("t-1-plan.md", "t-2-plan.md"):
+        assert oct(os.stat(ws.root / "eng" / name).st_mode & 0o777) == "0o644"
+    assert ws.read("eng/t-1-plan.md") == "# plan"
+    assert ws.list(".") == ["eng/t-1-plan.md", "eng/t-2-plan.md"]
