@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -80,7 +80,9 @@ class GroupWriter:
         self.commits = 0
 
     def write(self) -> AbstractContextManager[Tx]:
-        return self._grouped() if self.enabled else self._alone()
+        if self.enabled:
+            return self._grouped()
+        return self._alone_kept() if self.keep else self._alone()
 
     def _enter(self) -> None:
         if getattr(self._local, "busy", False):
@@ -156,49 +158,53 @@ class GroupWriter:
         """One transaction, one commit, no grouping."""
         self._enter()
         try:
-            if self.keep:
-                with self.writer:
-                    head = yield from self._alone_kept()
-            else:
-                with self.writer, self._connection() as conn:
-                    try:
-                        with conn.begin():
-                            tx = Tx(conn, self.locking, self.clock.now(conn))
-                            yield tx
-                            head = tx.flush(self.head)
-                    except BaseException:
-                        self.head.known = None  # whether the head moved is not known
-                        raise
+            with self.writer, self._connection() as conn:
+                try:
+                    with conn.begin():
+                        tx = Tx(conn, self.locking, self.clock.now(conn))
+                        yield tx
+                        head = tx.flush(self.head)
+                except BaseException:
+                    self.head.known = None  # whether the head moved is not known
+                    raise
             if head is not None:
                 self.head.known = head
         finally:
             self._local.busy = False
         self._count(1)
 
-    def _alone_kept(self) -> Generator[Tx, None, tuple[int, str] | None]:
+    @contextmanager
+    def _alone_kept(self) -> Iterator[Tx]:
         """SQLite's write alone, on the kept connection (see _connection), with BEGIN IMMEDIATE
         and COMMIT on the driver (prepared.py), in one frame: every write passes here, several
-        per task, and each context manager stacked on it cost about a microsecond. Returns
-        the new chain head."""
-        conn = self._kept
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self._kept = self.engine.connect().execution_options(firm_write=True)
+        per task, and each context manager or generator stacked on it costs about a
+        microsecond."""
+        self._enter()
         try:
-            begin_immediate(conn)
-            tx = Tx(conn, self.locking, self.clock.now(conn))
-            yield tx
-            head = tx.flush(self.head)
-            end(conn, commit=True)
-        except BaseException:
-            self.head.known = None  # whether the head moved is not known
-            # Whatever state a failed write left the connection in goes with it; failures
-            # are rare.
-            self._kept = None
-            with contextlib.suppress(Exception):  # the failure is the error to report
-                end(conn, commit=False)
-            conn.close()
-            raise
-        return head
+            with self.writer:
+                conn = self._kept
+                if conn is None or conn.closed or conn.invalidated:
+                    conn = self._kept = self.engine.connect().execution_options(firm_write=True)
+                try:
+                    begin_immediate(conn)
+                    tx = Tx(conn, self.locking, self.clock.now(conn))
+                    yield tx
+                    head = tx.flush(self.head)
+                    end(conn, commit=True)
+                except BaseException:
+                    self.head.known = None  # whether the head moved is not known
+                    # Whatever state a failed write left the connection in goes with it;
+                    # failures are rare.
+                    self._kept = None
+                    with contextlib.suppress(Exception):  # the failure is the error to report
+                        end(conn, commit=False)
+                    conn.close()
+                    raise
+                if head is not None:
+                    self.head.known = head
+        finally:
+            self._local.busy = False
+        self._count(1)
 
     @contextmanager
     def _lead(self, group: _Group) -> Iterator[Tx]:

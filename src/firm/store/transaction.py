@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, text
 
-from firm.chain import canonical_json, header_hash
+from firm.chain import Canonical, canonical_json, header_hash
 from firm.events import EventKind, InvalidEvent, validate
 from firm.store import notify
 from firm.store import queries as Q
@@ -17,9 +17,19 @@ from firm.store.base import Event
 from firm.store.prepared import run, run_many
 from firm.tasks import Task
 
+# An entry as the store takes it: (kind, task, agent, data). Data is a dict, or its canonical
+# text already made (chain.Canonical).
+Pending = tuple[str, str | None, str | None, Any]
+# An entry checked: (kind, task, agent, data as stored, its canonical text, the text's digest).
+Checked = tuple[str, str | None, str | None, dict[str, Any], str, str]
+
+_new = object.__new__
+
 
 class Tx:
     """A write transaction plus the events it will append when it commits."""
+
+    __slots__ = ("ahead", "appended", "checked", "conn", "locking", "now", "pending")
 
     def __init__(self, conn: Connection, locking: bool, now: float, ahead: int = 0):
         self.conn = conn
@@ -28,8 +38,8 @@ class Tx:
         # Entries that the same commit appends before this transaction's (earlier members of
         # its group): a write that stamps rows with its own entry's seq counts them.
         self.ahead = ahead
-        self.pending: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
-        self.checked: list[tuple[str, str | None, str | None, dict[str, Any], str, str]] = []
+        self.pending: list[Pending] = []
+        self.checked: list[Checked] = []
         self.appended: list[Event] = []
 
     def emit(
@@ -45,10 +55,23 @@ class Tx:
         """Make pending events canonical and check them against the catalogue: InvalidEvent
         fails this transaction (or this member of a group) alone, before the head is touched.
         Entries saying the same thing (a cancel's 10,000 entries share one reason) are read
-        back and checked once."""
+        back and checked once. Every entry passes here, several per task: one loop, no call
+        per entry but for what is new to this transaction."""
         seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
         texts: dict[int, str] = {}  # by the data's identity: entries sharing one dict
-        self.checked = [_checked(*item, seen, texts) for item in self.pending]
+        checked = []
+        for kind, task_id, agent, data in self.pending:
+            if type(data) is Canonical:
+                text: str = data
+            else:
+                text = texts.get(id(data))  # type: ignore[assignment]
+                if text is None:
+                    text = texts[id(data)] = _canonical(kind, task_id, data)
+            known = seen.get((kind, text))
+            if known is None:
+                known = seen[(kind, text)] = _read_back(kind, task_id, text)
+            checked.append((known[0], task_id, agent, known[1], text, known[2]))
+        self.checked = checked
         self.pending.clear()
 
     def flush(self, head: ChainHead | None = None) -> tuple[int, str] | None:
@@ -138,19 +161,23 @@ def _entries(
             seq += 1
             # entry_hash(prev, seq, ts, kind, task, agent, data), from the digest already made
             h = header_hash(prev, seq, now, kind, task_id, agent, data_digest)
-            rows.append(
-                {
-                    "seq": seq,
-                    "ts": now,
-                    "kind": kind,
-                    "task_id": task_id,
-                    "agent": agent,
-                    "data": canonical,
-                    "prev_hash": prev,
-                    "hash": h,
-                }
-            )
-            mine.append(Event(seq, now, kind, task_id, agent, data, prev, h))
+            row = {
+                "seq": seq,
+                "ts": now,
+                "kind": kind,
+                "task_id": task_id,
+                "agent": agent,
+                "data": canonical,
+                "prev_hash": prev,
+                "hash": h,
+            }
+            rows.append(row)
+            # The event is the row with its data as stored: built straight into its __dict__,
+            # since a frozen dataclass's __init__ sets each field through object.__setattr__
+            # (as much again as the rest of the entry's row).
+            event = _new(Event)
+            event.__dict__.update(row, data=data)
+            mine.append(event)
             prev = h
         events.append(mine)
     return rows, events, (seq, prev)
@@ -182,40 +209,31 @@ MOVE_HEAD_FROM = Q.MOVE_HEAD.where(
 )
 
 
-def _checked(
-    kind: str,
-    task_id: str | None,
-    agent: str | None,
-    data: dict[str, Any],
-    seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]],
-    texts: dict[int, str] | None = None,
-) -> tuple[str, str | None, str | None, dict[str, Any], str, str]:
-    """The entry as it will be stored — its data canonical, so what is checked and hashed is
-    exactly what is stored — if the event catalogue allows it; else InvalidEvent, and the
-    transaction writes nothing. Then the data's canonical text, what is stored (the canonical
-    text of JSON read back from canonical text is that text), and its digest, what is hashed.
-    `seen` holds the entries of this transaction already checked, by kind and text."""
-    text = texts.get(id(data)) if texts is not None else None
-    if text is None:
-        try:
-            text = canonical_json(data)
-        except (TypeError, ValueError) as exc:
-            raise InvalidEvent(
-                f"{kind} event of task {task_id}: its data is not JSON ({exc})"
-            ) from None
-        if texts is not None:
-            texts[id(data)] = text
-    known = seen.get((kind, text))
-    if known is None:
-        try:
-            stored = json.loads(text)
-            kind_value = validate(kind, stored).value
-        except InvalidEvent as exc:
-            raise InvalidEvent(f"the store refuses an event of task {task_id}: {exc}") from None
-        known = (kind_value, stored, hashlib.sha256(text.encode()).hexdigest())
-        seen[(kind, text)] = known
-    kind_value, stored, data_digest = known
-    return kind_value, task_id, agent, stored, text, data_digest
+def _canonical(kind: str, task_id: str | None, data: Any) -> str:
+    """The data's canonical text — what is stored, so what is checked and hashed is exactly
+    what is stored — else InvalidEvent, and the transaction writes nothing."""
+    try:
+        return canonical_json(data)
+    except (TypeError, ValueError) as exc:
+        raise _not_json(kind, task_id, exc) from None
+
+
+def _read_back(kind: str, task_id: str | None, text: str) -> tuple[str, dict[str, Any], str]:
+    """The entry's kind, its data as read back from its canonical text (the canonical text of
+    JSON read back from canonical text is that text), if the event catalogue allows it, and
+    the text's digest, what is hashed."""
+    try:
+        stored = json.loads(text)
+        kind_value = validate(kind, stored).value
+    except InvalidEvent as exc:
+        raise InvalidEvent(f"the store refuses an event of task {task_id}: {exc}") from None
+    except ValueError as exc:  # a Canonical that is not JSON
+        raise _not_json(kind, task_id, exc) from None
+    return kind_value, stored, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _not_json(kind: str, task_id: str | None, exc: Exception) -> InvalidEvent:
+    return InvalidEvent(f"{kind} event of task {task_id}: its data is not JSON ({exc})")
 
 
 class DbClock:
