@@ -51,6 +51,9 @@ class Canonical(str):
     def of(cls, value: Any) -> Canonical:
         return cls(canonical_json(value))
 
+    def value(self) -> Any:
+        return json.loads(self)
+
 
 def digest(value: Any) -> str:
     """sha256 of a value's canonical JSON; used for tool arguments and results in the log."""

@@ -8,6 +8,7 @@ import pytest
 from firm.chain import Canonical, entry_hash
 from firm.events import EventKind, InvalidEvent
 from firm.store import NewTask, RunSpec, SqlStore
+from firm.tasks import Outcome
 
 RUN = RunSpec(
     org_yaml="", org_source="<test>", brain="simulation", brain_options={}, workspace="/tmp/unused"
@@ -43,3 +44,14 @@ def test_canonical_text_is_still_checked_against_the_catalogue(store: SqlStore) 
     with pytest.raises(InvalidEvent, match="not JSON"):
         store.append_events([(EventKind.TOOL_STARTED, task.id, "ceo", Canonical("{not json"))])
     assert store.last_seq() == before
+
+
+def test_a_late_settle_marks_canonical_entries_superseded_too(store: SqlStore) -> None:
+    task = store.create_run(RUN, NewTask("A", "", "ceo", "user"))
+    store.claim("w", 1, 3600)
+    store.cancel(task.id, "stop")
+    call = {**DATA, "allowed": True, "ok": True, "result_digest": "b" * 64}
+    late = [(EventKind.TOOL_CALL, task.id, "ceo", Canonical.of(call))]
+    assert not store.settle(task.id, "w", Outcome.done("ok"), events=late).applied
+    (entry,) = [e for e in store.events_after(0) if e.kind == EventKind.TOOL_CALL]
+    assert entry.data == {**call, "superseded": True}
