@@ -34,10 +34,10 @@ Params = Mapping[str, Any]
 
 class _Compiled:
     __slots__ = (
+        "_converts",
         "_pick",
         "defaults",
         "names",
-        "plain",
         "processors",
         "row_class",
         "select",
@@ -63,9 +63,12 @@ class _Compiled:
         self.usable = "POSTCOMPILE" not in self.sql and all(
             p is None or callable(p) for p in self.processors
         )
-        # Most statements convert no parameter: theirs are picked out of the caller's dict
-        # by one C call (itemgetter) when the caller gave them all.
-        self.plain = all(p is None for p in self.processors)
+        # The parameters are picked out of the caller's dict by one C call (itemgetter), over
+        # the statement's own values (literals such as `id = 1`) where it has some; then the
+        # few that convert (floats: SQLAlchemy's to_float) are converted in place.
+        self._converts: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
+            (i, p) for i, p in enumerate(self.processors) if p is not None
+        )
         getter = itemgetter(*self.names) if self.names else None
         if len(self.names) == 1:
             self._pick: Callable[[Params], tuple[Any, ...]] | None = lambda given: (
@@ -74,20 +77,23 @@ class _Compiled:
         else:
             self._pick = getter
 
-    def args(self, params: Params | None) -> tuple[Any, ...]:
-        if not self.names:
+    def args(self, params: Params | None) -> tuple[Any, ...] | list[Any]:
+        pick = self._pick
+        if pick is None:
             return ()
-        if self.plain and params is not None:
-            try:
-                return self._pick(params)  # type: ignore[misc]
-            except KeyError:  # some left to their defaults
-                pass
-        given = params or {}
-        out = []
-        for name, proc in zip(self.names, self.processors, strict=True):
-            value = given[name] if name in given else self.defaults[name]
-            out.append(proc(value) if proc is not None and value is not None else value)
-        return tuple(out)
+        defaults = self.defaults
+        if defaults:
+            values = pick({**defaults, **params} if params else defaults)
+        else:
+            values = pick(params if params is not None else {})
+        if not self._converts:
+            return values
+        out = list(values)
+        for i, proc in self._converts:
+            value = out[i]
+            if value is not None:
+                out[i] = proc(value)
+        return out
 
 
 MAX_PREPARED = 128
@@ -114,6 +120,7 @@ class Row(tuple):  # type: ignore[type-arg]
 
     __slots__ = ()
     keys: tuple[str, ...] = ()
+    _fields: tuple[str, ...] = ()  # as SQLAlchemy's rows name them
 
     @property
     def _mapping(self) -> dict[str, Any]:
@@ -163,7 +170,7 @@ _row_classes: dict[tuple[str, ...], type[Row]] = {}
 def _row_class(keys: tuple[str, ...]) -> type[Row]:
     cls = _row_classes.get(keys)
     if cls is None:
-        cls = type("Row", (Row,), {"__slots__": (), "keys": keys})
+        cls = type("Row", (Row,), {"__slots__": (), "keys": keys, "_fields": keys})
         _row_classes[keys] = cls
     return cls
 
@@ -175,11 +182,10 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
     compiled = _compiled(stmt, conn)
     if compiled is None:
         return conn.execute(stmt, params)  # type: ignore[call-overload]
-    return _rows(conn, compiled, compiled.args(params))
+    return _rows(conn, compiled, compiled.args(params), _cursor(conn))
 
 
-def _rows(conn: Connection, compiled: _Compiled, args: tuple[Any, ...]) -> Rows:
-    cursor = _cursor(conn)
+def _rows(conn: Connection, compiled: _Compiled, args: Sequence[Any], cursor: Any) -> Rows:
     try:
         _execute(conn, cursor, compiled.sql, args)
         rows: list[Row] = []
@@ -206,7 +212,7 @@ def read(conn: Connection, stmt: ClauseElement, params: Params | None = None) ->
     driver = conn.connection.dbapi_connection
     if driver is None or driver.in_transaction:  # type: ignore[attr-defined]
         return None
-    return _rows(conn, compiled, compiled.args(params))
+    return _rows(conn, compiled, compiled.args(params), driver.cursor())
 
 
 def each_row(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Iterator[Any]:

@@ -10,7 +10,7 @@ from firm.store import runs as run_reads
 from firm.store import schema
 from firm.store.base import CheckState, Event
 from firm.store.retry import retrying
-from firm.store.rows import task_from_row
+from firm.store.rows import STATUS, task_from_row
 from firm.store.tree import TaskTree
 from firm.tasks import Status, Task
 
@@ -42,7 +42,7 @@ class Reads(TaskTree):
     def session_state(self, task_id: str) -> tuple[Status, bool, str | None] | None:
         """Status, revoked flag and holding worker: what a running session checks each step."""
         row = self._select(Q.SESSION_STATE, {"id": task_id}).first()
-        return (Status(row[0]), bool(row[1]), row[2]) if row else None
+        return (STATUS[row[0]], bool(row[1]), row[2]) if row else None
 
     @retrying
     def lineage(self, task_id: str) -> tuple[int, list[Task]]:
@@ -68,7 +68,7 @@ class Reads(TaskTree):
         if row is None:
             raise TaskNotFound(task_id)
         head, status, revoked, worker_id, used = row
-        return CheckState(head, Status(status), bool(revoked), worker_id, used or 0)
+        return CheckState(head, STATUS[status], bool(revoked), worker_id, used or 0)
 
     @retrying
     def children(self, task_id: str) -> list[Task]:

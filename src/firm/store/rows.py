@@ -3,56 +3,88 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy.engine import Row
 
 from firm.store.base import Event
+from firm.store.prepared import Row as PreparedRow
 from firm.tasks import Priority, Status, Task
 
-_STATUS = {s.value: s for s in Status}
+STATUS = {s.value: s for s in Status}
 _PRIORITY = {p.value: p for p in Priority}
 _new = object.__new__
 
 
+# The columns a task takes as they are, then those it converts, in task_from_row's order.
+_AS_THEY_ARE = (
+    "id",
+    "root_id",
+    "parent_id",
+    "title",
+    "description",
+    "assignee",
+    "created_by",
+    "language",
+    "result",
+    "error",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+    "turn",
+    "attempts",
+    "worker_id",
+    "lease_expires_at",
+)
+_CONVERTED = (
+    "status",
+    "priority",
+    "files",
+    "grant",
+    "revoked",
+    "calls",
+    "prompt_tokens",
+    "completion_tokens",
+)
+Picks = tuple[Callable[[Any], tuple[Any, ...]], Callable[[Any], tuple[Any, ...]]]
+# By a prepared row's class (its statement's columns, fixed), else by the columns' names.
+_picks: dict[Any, Picks] = {}
+
+
+def _picks_for(row: Any) -> Picks:
+    cls = type(row)
+    fixed = issubclass(cls, PreparedRow)
+    picks = _picks.get(cls if fixed else row._fields)
+    if picks is None:
+        names = row._fields
+        picks = (
+            itemgetter(*(names.index(n) for n in _AS_THEY_ARE)),
+            itemgetter(*(names.index(n) for n in _CONVERTED)),
+        )
+        _picks[cls if fixed else names] = picks
+    return picks
+
+
 def task_from_row(row: Any) -> Task:
-    m = row._mapping
-    files = m["files"]
-    grant = m["grant"]
+    """A task out of a row of its table's columns (others, such as a lineage's head_seq, may
+    come with them)."""
+    as_they_are, converted = _picks.get(type(row)) or _picks_for(row)
+    fields = dict(zip(_AS_THEY_ARE, as_they_are(row), strict=True))
+    status, priority, files, grant, revoked, calls, prompt, completion = converted(row)
+    fields["status"] = STATUS[status]
+    fields["priority"] = _PRIORITY[priority]
+    fields["files"] = () if not files or files == "[]" else tuple(json.loads(files))
+    fields["grant"] = json.loads(grant) if grant else None
+    fields["revoked"] = bool(revoked)
+    fields["usage"] = {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion}
     # Built straight into its __dict__: a frozen dataclass's __init__ sets each of its 24
     # fields through object.__setattr__, as much as the rest of reading a row. Every field
     # is set here (tests/engine/test_prepared.py holds it to that).
     task: Task = _new(Task)
-    task.__dict__.update(
-        id=m["id"],
-        root_id=m["root_id"],
-        parent_id=m["parent_id"],
-        title=m["title"],
-        description=m["description"],
-        status=_STATUS[m["status"]],
-        assignee=m["assignee"],
-        created_by=m["created_by"],
-        priority=_PRIORITY[m["priority"]],
-        language=m["language"],
-        result=m["result"],
-        files=() if not files or files == "[]" else tuple(json.loads(files)),
-        error=m["error"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        started_at=m["started_at"],
-        finished_at=m["finished_at"],
-        turn=m["turn"],
-        attempts=m["attempts"],
-        grant=json.loads(grant) if grant else None,
-        revoked=bool(m["revoked"]),
-        worker_id=m["worker_id"],
-        lease_expires_at=m["lease_expires_at"],
-        usage={
-            "calls": m["calls"],
-            "prompt_tokens": m["prompt_tokens"],
-            "completion_tokens": m["completion_tokens"],
-        },
-    )
+    task.__dict__.update(fields)
     return task
 
 
