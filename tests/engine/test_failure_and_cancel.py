@@ -80,16 +80,14 @@ def test_a_failure_that_climbs_a_deep_tree_stays_short_at_the_root(
     assert len(error) < 400, error
 
 
-def test_cancelling_a_subtree_stops_running_sessions_and_wakes_the_parent(
-    store: SqlStore, three_levels: OrgChart, tmp_path: Path
-) -> None:
-    ws = tmp_path / "ws"
+def slow_job(stopped: list[str], steps: int) -> Callable[[Session], str | None]:
+    """A brain for a long job done step by step, checking for cancellation; records who was
+    stopped before delivering (the simulation brain's result) at the end."""
     sim = SimulationBrain(latency=0.0)
-    stopped: list[str] = []
 
-    def slow_leaf(session: Session) -> str | None:
+    def run(session: Session) -> str | None:
         try:
-            for _ in range(200):  # a long job, step by step, checking for cancellation
+            for _ in range(steps):
                 session.sleep(0.02)
                 session.check_cancelled()
         except BaseException:
@@ -97,6 +95,16 @@ def test_cancelling_a_subtree_stops_running_sessions_and_wakes_the_parent(
             raise
         return sim.run(session)
 
+    return run
+
+
+def test_cancelling_a_subtree_stops_running_sessions_and_wakes_the_parent(
+    store: SqlStore, three_levels: OrgChart, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    sim = SimulationBrain(latency=0.0)
+    stopped: list[str] = []
+    slow_leaf = slow_job(stopped, 200)
     brain = FunctionBrain({"gabriel": slow_leaf, "hana": slow_leaf}, default=sim.run)
     with Engine(store, max_concurrent=8, heartbeat=0.2, brain=brain) as engine:
         root = engine.submit(three_levels, "Launch the app", workspace=ws)
@@ -218,17 +226,7 @@ def test_a_cancel_reaches_work_still_open_below_a_manager_that_already_finished(
         session.call("complete_task", {"result": "handed to eng; not waiting for it"})
         return None
 
-    def eng(session: Session) -> str | None:
-        try:
-            for _ in range(500):
-                session.sleep(0.02)
-                session.check_cancelled()
-        except BaseException:
-            stopped.append(session.agent_id)
-            raise
-        return sim.run(session)
-
-    brain = FunctionBrain({"lead": lead, "eng": eng}, default=sim.run)
+    brain = FunctionBrain({"lead": lead, "eng": slow_job(stopped, 500)}, default=sim.run)
     with Engine(store, max_concurrent=4, heartbeat=0.2, brain=brain) as engine:
         root = engine.submit(org_factory(FOUR_LEVELS), "Launch", workspace=tmp_path / "ws")
         deadline = time.monotonic() + 20

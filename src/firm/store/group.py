@@ -125,8 +125,11 @@ class GroupWriter:
     def idle(self) -> Connection | None:
         """The kept connection, for a read between writes (the caller holds the writer lock,
         so no write is using it); None where no connection is kept (PostgreSQL)."""
-        if not self.keep:
-            return None
+        return self._kept_connection() if self.keep else None
+
+    def _kept_connection(self) -> Connection:
+        """The connection kept for SQLite's writes, opened again if a failed write closed it
+        (the caller holds the writer lock)."""
         conn = self._kept
         if conn is None or conn.closed or conn.invalidated:
             conn = self._kept = self.engine.connect().execution_options(firm_write=True)
@@ -142,9 +145,7 @@ class GroupWriter:
             with self.engine.connect() as fresh:
                 yield fresh.execution_options(firm_write=True)
             return
-        conn = self._kept
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self._kept = self.engine.connect().execution_options(firm_write=True)
+        conn = self._kept_connection()
         try:
             yield conn
         except BaseException:
@@ -182,9 +183,7 @@ class GroupWriter:
         self._enter()
         try:
             with self.writer:
-                conn = self._kept
-                if conn is None or conn.closed or conn.invalidated:
-                    conn = self._kept = self.engine.connect().execution_options(firm_write=True)
+                conn = self._kept_connection()
                 try:
                     begin_immediate(conn)
                     tx = Tx(conn, self.locking, self.clock.now(conn))
