@@ -7,19 +7,16 @@ on. Only cancellation interrupts a brain, by raising SessionCancelled at its nex
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
-
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from firm import streams
 from firm.audit import recordable
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, remaining_budget
 from firm.brains.protocol import SessionCancelled, ToolResult
+from firm.callrecord import MAX_TOOL_NAME, CallRecord, refusal
 from firm.chain import canonical_json, digest
 from firm.clock import SYSTEM_CLOCK, Clock
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
@@ -31,7 +28,7 @@ from firm.store.approvals import approval_outcome
 from firm.store.base import CheckState, Event, Store
 from firm.tasks import Outcome, Status, Task
 from firm.tools.arguments import canonical_arguments
-from firm.tools.invoke import run_coroutine, summary, to_text
+from firm.tools.invoke import run_coroutine, to_text
 from firm.tools.registry import ToolDef, ToolRegistry
 from firm.tools.workspace import Workspace
 
@@ -51,7 +48,6 @@ class SessionCompany(LifecycleCompany, Protocol):
 
 
 THOUGHT_LIMIT = 4000
-MAX_TOOL_NAME = 200
 
 
 class Session(LifecycleTools):
@@ -499,65 +495,3 @@ class Session(LifecycleTools):
                 f"{denial.code} on {tool.name} (on_denial: revoke)",
                 "policy",
             )
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """A call's log entry as far as it is known before the body runs: proven recordable then,
-    so nothing after the body can fail to log it for want of an encodable value."""
-
-    data: dict[str, Any]
-
-    @classmethod
-    def prepare(
-        cls, tool: ToolDef, args: dict[str, Any], given: frozenset[str], standing: Standing
-    ) -> CallRecord:
-        try:
-            # Validated values may be richer than JSON (a date, a path): hashed as JSON.
-            plain = to_jsonable_python(args)
-            data: dict[str, Any] = {
-                "tool": tool.name,
-                "args_digest": digest(plain),
-                "summary": recordable.text(summary(tool, plain)),
-                # What the audit verifier needs to re-decide the call: where the check stood
-                # in the log, when it ran, and each limited argument with its ceiling.
-                "checked_seq": standing.checked_seq,
-                "checked_at": standing.checked_at,
-            }
-            if tool.limits:
-                data["limited_args"] = {
-                    a: plain.get(a) if a in given else None for a in tool.limits
-                }
-                data["ceilings"] = dict(tool.limits)
-            if not _plainly_recordable(tool, standing):
-                canonical_json(data).encode("utf-8")
-        except (TypeError, ValueError, UnicodeError, PydanticSerializationError) as exc:
-            raise ToolError(
-                f"{tool.model_name}: the arguments cannot be recorded in the audit log "
-                f"({recordable.text(str(exc), 200)}); send plain JSON values"
-            ) from None
-        return cls(data)
-
-
-def _plainly_recordable(tool: ToolDef, standing: Standing) -> bool:
-    """Whether a call's entry is recordable by the types of what it holds, without encoding it
-    once more: its digest and summary are text made so, and its limited arguments are parts
-    of the arguments the digest has just encoded. What is left are the tool's name, the
-    check's place and time (a clock may give NaN) and the tool's ceilings; anything unusual
-    there is proven the long way, by encoding the whole entry."""
-    at = standing.checked_at
-    return (
-        not tool.limits
-        and type(tool.name) is str
-        and tool.name.isascii()
-        and type(standing.checked_seq) is int
-        and type(at) is float
-        and math.isfinite(at)
-    )
-
-
-def refusal(name: str, message: str) -> dict[str, Any]:
-    return {
-        "tool": recordable.text(name)[:MAX_TOOL_NAME],
-        "error": recordable.text(message, 2000),
-    }

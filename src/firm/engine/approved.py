@@ -4,10 +4,11 @@ arguments that were approved (docs/architecture.md, "Approvals")."""
 from __future__ import annotations
 
 from firm.audit import recordable
+from firm.callrecord import CallRecord, refusal
 from firm.chain import digest
 from firm.errors import ToolError
 from firm.events import EventKind
-from firm.session import CallRecord, Session, refusal
+from firm.session import Session
 from firm.store.approvals import Approval
 
 
