@@ -11,6 +11,7 @@ from typing import Any
 from firm import Agent, Firm, Task, Team
 from firm.audit.verify import verify_bundle
 from firm.store.questions import Question
+from firm.tasks import Task as FirmTask
 from firm.testing import ModelServer, ScriptedModel, calls, complete, text
 from tests.teams.conftest import STOP, events, pick
 
@@ -43,6 +44,16 @@ def _next_question(db: Path, answered: set[str], timeout: float = 60) -> Questio
     raise AssertionError("no question was asked")
 
 
+def _status_becomes(db: Path, task_id: str, status: str, timeout: float = 60) -> FirmTask:
+    """The task once it has this status (the deadline only bounds a hang)."""
+    deadline = time.monotonic() + timeout
+    with Firm(db) as firm:
+        while (task := firm.task(task_id)).status != status:
+            assert time.monotonic() < deadline, f"{task_id} stayed {task.status}"
+            time.sleep(0.05)
+    return task
+
+
 def _answer(db: Path, q: Question, answer: str) -> None:
     with Firm(db) as firm:
         firm.store.answer_question(q.id, "alice", answer)
@@ -68,9 +79,10 @@ def _review_round_trip(db: Path, tmp_path: Path, server: ModelServer, team: Team
         first = _next_question(db, set())
         assert first.question.startswith("[review T-")
         assert "'write'" in first.question and "Robots are coming." in first.question
-        with Firm(db) as firm:
-            assert firm.engine.running == []
-            assert firm.task(first.task_id).status == "waiting"  # the run holds no worker
+        # The question is recorded during the coordinator's session; its task waits once that
+        # session has settled, a moment later (longer on a loaded machine).
+        waiting = _status_becomes(db, first.task_id, "waiting")
+        assert waiting.worker_id is None and waiting.lease_expires_at is None  # no worker held
         _answer(db, first, "Too gloomy: end on a hopeful note.")
 
         second = _next_question(db, {first.id})
