@@ -27,7 +27,22 @@ E = TypeVar("E")
 
 def ended_sha256(task_ids: Iterable[str]) -> str:
     """The digest a cancel's entry names: of its ended tasks' ids, sorted, as canonical JSON."""
-    return hashlib.sha256(canonical_json(sorted(task_ids)).encode()).hexdigest()
+    return hashlib.sha256(_ids_json(sorted(task_ids)).encode()).hexdigest()
+
+
+def _ids_json(ids: list[str]) -> str:
+    """canonical_json(ids), spelled directly when no id needs an escape (the ids firm makes
+    never do): the encoder escapes each string in turn, ~2 ms for a 10,000-task cancel, where
+    a check and a join over the whole list cost a tenth of it. A quote, a backslash or a
+    character that is not printable (the control characters the encoder escapes among them)
+    takes the encoder, and so does anything that is not a string."""
+    try:
+        text = "".join(ids)
+    except TypeError:
+        return canonical_json(ids)
+    if not text.isprintable() or '"' in text or "\\" in text:
+        return canonical_json(ids)
+    return '["' + '","'.join(ids) + '"]' if ids else "[]"
 
 
 def ends_many(kind: str, data: dict[str, Any] | None) -> bool:
