@@ -16,7 +16,7 @@ from sqlalchemy.sql import ClauseElement
 
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store import queries as Q
-from firm.store.cancel import CANCEL
+from firm.store.cancel import CANCEL, CANCEL_ROWS
 from firm.store.delegation import SETTLE_ENDED_HELD, YIELD_COUNTS
 from firm.store.handover import AHEAD_OF_ONE
 
@@ -86,3 +86,10 @@ def test_a_question_about_open_tasks_is_a_seek_on_an_open_index(
     ]
     assert not scans, steps
     assert not any("TEMP B-TREE" in s for s in steps), steps
+
+
+def test_a_cancel_changes_the_rows_it_found_by_their_rowid(store: SqlStore) -> None:
+    # CANCEL finds the open subtree; the UPDATE after it is handed the rowids, not the search
+    steps = plan(store, CANCEL_ROWS)
+    assert "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)" in steps, steps
+    assert not any(s.startswith("SCAN tasks") for s in steps), steps
