@@ -145,7 +145,11 @@ class Cancellation(Plans):
             if tx.locking:
                 parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
                 # Driven by the subtree alone: its walk keeps only the open tasks (in this
-                # statement's snapshot, and their rows are locked).
+                # statement's snapshot, and their rows are locked). A second walk, not the
+                # locking statement's rows: a statement's snapshot is taken before it waits
+                # for its locks, so only a statement after them sees what a transaction
+                # holding one of those rows committed meanwhile (a settle that ended a task,
+                # a delegation that added subtasks under one).
                 rows = tx.conn.execute(
                     update(T)
                     .where(T.c.id.in_(select(sub.c.id)))
