@@ -43,6 +43,7 @@ class SessionCompany(LifecycleCompany, Protocol):
 
     def grant_of(self, task: Task) -> Grant: ...
     def offers(self, task: Task, tool: ToolDef) -> bool: ...
+    def offered(self, task: Task, registry: ToolRegistry) -> tuple[ToolDef, ...]: ...
     def on_denial(self, task: Task, denial: Denial) -> bool: ...
     def approval_for(self, task: Task, tool: ToolDef) -> ApprovalNeed | None: ...
 
@@ -91,7 +92,7 @@ class Session(LifecycleTools):
         self.cancel_reason: str | None = None
         self._tokens_used = 0  # recorded by this session, on top of task.usage at its start
         self._deferred = []  # firm.lifecycle: entries riding a later write
-        self._offered: list[ToolDef] | None = None
+        self._offered: tuple[ToolDef, ...] | None = None
         self._names: frozenset[str] | None = None  # of the tools offered
         self.awaiting: list[str] = []  # approvals this session asked for
         self._batch = None  # firm.lifecycle: delegations written together
@@ -129,17 +130,7 @@ class Session(LifecycleTools):
         """The tools offered to this agent: lifecycle tools, then what its authority allows.
         (A grant does not change during a session; revocation and expiry are checked per call.)"""
         if self._offered is None:
-            offered: list[ToolDef] = []
-            for t in self.company.registry.all():
-                if t.lifecycle:
-                    if t.name == "delegate_task" and not self.reports:
-                        continue
-                    if t.name == "ask_human" and not self.org.may_ask_human(self.agent_id):
-                        continue
-                    offered.append(t)
-                elif self.company.offers(self.task, t):
-                    offered.append(t)
-            self._offered = offered
+            self._offered = self.company.offered(self.task, self.company.registry)
         return list(self._offered)
 
     def _offered_names(self) -> frozenset[str]:

@@ -16,9 +16,11 @@ from firm.authority import grants as g
 from firm.authority.check import Denial, Standing, check_call
 from firm.org import ApprovalNeed, OrgChart
 from firm.tasks import Task
-from firm.tools.registry import ToolDef
+from firm.tools.registry import ToolDef, ToolRegistry
 
 _GRANT_CACHE = 50_000
+# Distinct (agent, scopes) pairs kept: a company's agents times the few narrowings they get.
+_OFFERED_CACHE = 10_000
 
 
 class AuthorityPolicy:
@@ -56,6 +58,42 @@ class AuthorityPolicy:
     def offers(self, task: Task, tool: ToolDef) -> bool:
         """Whether to show a tool to the agent: in its grant and in its own tools."""
         return g.may_call(self.grant_of(task), self.org, task.assignee, tool.name)
+
+    def offered(self, task: Task, registry: ToolRegistry) -> tuple[ToolDef, ...]:
+        """The tools a task's sessions are offered: the lifecycle tools its place in the chart
+        allows (delegate_task with reports, ask_human where the chart lets it ask), then the
+        tools `offers` allows.
+
+        What `offers` answers here depends on the agent and its grant's scopes alone, so
+        sessions of one agent under the same scopes (a company's leaves, mostly) share one
+        answer, worked out once. A subclass that overrides `offers` may look at anything of
+        the task: its answer is asked per session, as the hook promises."""
+        if type(self).offers is not AuthorityPolicy.offers:
+            return self._offered(task, registry)
+        key = (task.assignee, self.grant_of(task).scopes, id(registry), registry.version)
+        cache: dict[Any, tuple[ToolDef, ...]] | None = self.__dict__.get("_offered_tools")
+        if cache is None:
+            cache = self.__dict__["_offered_tools"] = {}
+        found = cache.get(key)
+        if found is None:
+            if len(cache) > _OFFERED_CACHE:
+                cache.clear()
+            found = cache[key] = self._offered(task, registry)
+        return found
+
+    def _offered(self, task: Task, registry: ToolRegistry) -> tuple[ToolDef, ...]:
+        agent = task.assignee
+        offered: list[ToolDef] = []
+        for t in registry.all():
+            if t.lifecycle:
+                if t.name == "delegate_task" and not self.org.reports(agent):
+                    continue
+                if t.name == "ask_human" and not self.org.may_ask_human(agent):
+                    continue
+                offered.append(t)
+            elif self.offers(task, t):
+                offered.append(t)
+        return tuple(offered)
 
     def check(
         self,

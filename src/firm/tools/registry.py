@@ -336,6 +336,9 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[ToolDef] = ()):
         self._by_name: dict[str, ToolDef] = {}
         self._by_model_name: dict[str, ToolDef] = {}
+        # Bumped by every add: what a company worked out from the tools (the tools it
+        # offers an agent) is stale once it moves.
+        self.version = 0
         for t in tools:
             self.add(t)
 
@@ -349,6 +352,7 @@ class ToolRegistry:
             )
         self._by_name[t.name] = t
         self._by_model_name[t.model_name] = t
+        self.version += 1
 
     def find(self, name: str) -> ToolDef | None:
         return self._by_name.get(name) or self._by_model_name.get(name)
