@@ -166,6 +166,7 @@ class Engine:
         if self._thread is None:
             worker_started(self.worker_id)
             self._unlisten = self.store.listen(self._on_signal, self._free_slots)
+            self.store.warm(self.max_concurrent)
             self.store.recover(worker_alive)
             self.store.expire_approvals()
             self.checkpoints.catch_up()
