@@ -64,7 +64,7 @@ class Session(LifecycleTools):
         company: SessionCompany,
         task: Task,
         subtasks: list[Task],
-        brief: str,
+        brief: str | Callable[[], str],
         cancel_event: threading.Event,
         worker_id: str,
         revoke: Callable[[str, str, str], object] | None = None,
@@ -78,7 +78,7 @@ class Session(LifecycleTools):
         self.task_id = task.id
         self.agent_id = task.assignee
         self.subtasks = subtasks
-        self.brief = brief
+        self._brief = brief
         self.worker_id = worker_id
         self.workspace = company.workspace
         self._cancel = cancel_event
@@ -105,6 +105,18 @@ class Session(LifecycleTools):
         self._standing_links: tuple[Link, ...] | None = None  # the lineage with none revoked
 
     # --- what the brain reads ------------------------------------------------------------
+
+    @property
+    def brief(self) -> str:
+        # Given as a function, written when first read: a brain that never reads it (the
+        # simulation's) costs no text.
+        if not isinstance(self._brief, str):
+            self._brief = self._brief()
+        return self._brief
+
+    @brief.setter
+    def brief(self, brief: str | Callable[[], str]) -> None:
+        self._brief = brief
 
     @property
     def org(self) -> OrgChart:

@@ -8,6 +8,8 @@ leaf's first: it has asked nothing and has no reports, so most of this reads not
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from firm.engine.approved import run_approved
 from firm.engine.brief import build_brief
 from firm.engine.interrupted import answer_interrupted, describe_interrupted
@@ -21,9 +23,13 @@ from firm.store.approvals import APPROVED, RUNNING
 CLAIMABLE = (APPROVED, RUNNING)
 
 
-def open_session(session: Session, org: OrgChart, first: bool, notewatch: NoteWatch) -> str:
-    """Run what must run before the brain, and return the session's brief. `first`: the
-    task's first session (engine/interrupted.py), which cannot have asked anything yet."""
+def open_session(
+    session: Session, org: OrgChart, first: bool, notewatch: NoteWatch
+) -> Callable[[], str]:
+    """Run what must run before the brain, and return the session's brief, as the function
+    that writes it from what was read here (a brain that never reads it costs no text).
+    `first`: the task's first session (engine/interrupted.py), which cannot have asked
+    anything yet."""
     store, task = session.store, session.task
     # Most tasks never asked for a call: a read settles that, and only a task with calls to
     # claim (or claims an earlier session left unfinished) takes a write transaction.
@@ -32,13 +38,12 @@ def open_session(session: Session, org: OrgChart, first: bool, notewatch: NoteWa
         run_approved(session)
         asked, questions = store.requests(task.id)
     cut_off = answer_interrupted(store, task)
-    brief = build_brief(
-        task,
-        org,
-        session.subtasks,
-        asked,
-        questions=questions,
-        # A person may leave one at any time; most tasks never have one.
-        notes=[] if notewatch.none_for(task.id) else store.notes(task.id),
-    )
-    return "\n\n".join([brief, *describe_interrupted(cut_off)])
+    # A person may leave one at any time; most tasks never have one.
+    notes = [] if notewatch.none_for(task.id) else store.notes(task.id)
+    subtasks = list(session.subtasks)
+
+    def brief() -> str:
+        text = build_brief(task, org, subtasks, asked, questions=questions, notes=notes)
+        return "\n\n".join([text, *describe_interrupted(cut_off)])
+
+    return brief
