@@ -156,6 +156,7 @@ class Revoked(TypedDict):
 
 class Thought(TypedDict):
     text: str
+    superseded: NotRequired[bool]  # it rode a write after its session was cut off
 
 
 class ToolCall(TypedDict):

@@ -308,6 +308,15 @@ class LifecycleTools(ToolContext):
         else:
             self.store.append_events(entries)
 
+    def _write_with_reply(self, entry: tuple[str, str | None, str | None, dict[str, Any]]) -> None:
+        """A thought: said in a reply whose delegations are written together (a batch is
+        open), it rides their transaction, ahead of them, instead of costing one of its own;
+        said elsewhere, it is written as any activity entry."""
+        if self._batch is not None:
+            self._deferred.append(entry)
+        else:
+            self._write_with_owed([entry])
+
     def _write_events(self, entries: PendingEntries) -> list[Event]:
         taken = self.take_deferred()
         pending = taken + entries

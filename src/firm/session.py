@@ -108,8 +108,7 @@ class Session(LifecycleTools):
 
     @property
     def brief(self) -> str:
-        # Given as a function, written when first read: a brain that never reads it (the
-        # simulation's) costs no text.
+        # A function until first read: a brain that never reads it pays for no text.
         if not isinstance(self._brief, str):
             self._brief = self._brief()
         return self._brief
@@ -221,7 +220,7 @@ class Session(LifecycleTools):
             return
         self.last_text = text
         text = recordable.text(text, THOUGHT_LIMIT)
-        self._write_with_owed([(EventKind.THOUGHT, self.task.id, self.agent_id, {"text": text})])
+        self._write_with_reply((EventKind.THOUGHT, self.task.id, self.agent_id, {"text": text}))
 
     def stream(self, text: str) -> None:
         streams.publish(self.store, self.agent_id, self.task_id, text)

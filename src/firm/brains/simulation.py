@@ -204,10 +204,10 @@ class SimulationBrain:
         task, me = session.task, session.agent
         goal = goal_of(task.title)
         reports = session.reports
-        session.think(" ".join(self._plan(session)))  # a desk's stream ends when it lands
-        # One turn is one model reply, as with the llm brain: its delegate_task calls are
-        # written in one transaction, so the reports start together.
+        # One turn is one model reply, as with the llm brain: its text and its delegate_task
+        # calls are written in one transaction, so the reports start together.
         with session.batch_delegations():
+            session.think(" ".join(self._plan(session)))  # a desk's stream ends when it lands
             for report in reports:
                 area = work_area(report)
                 description = (
