@@ -15,6 +15,7 @@ from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel
 from tests.approvals.conftest import ORG, write_company
 from tests.approvals.test_approvals import _script_transfer
+from tests.support import SUBPROCESS_GUARD
 
 SLOW_TOOLS = '''
 import os, time
@@ -39,7 +40,7 @@ import sys, time
 from firm.api import Firm
 firm = Firm(sys.argv[1], heartbeat=0.1)
 firm.engine.start()
-time.sleep(120)
+time.sleep(600)
 """
 
 
@@ -70,7 +71,7 @@ def test_a_worker_killed_during_an_approved_body_does_not_run_it_twice(
     slow.touch()
     worker = subprocess.Popen([sys.executable, "-c", WORKER, db], cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while not company.transfers() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert company.transfers() == ["start acme 100"]

@@ -22,6 +22,7 @@ from firm.testing import ModelRequest, ModelServer, ScriptedModel, call, calls, 
 from tests.approvals.conftest import write_company
 from tests.approvals.test_kill9 import SLOW_TOOLS, WORKER
 from tests.audit.conftest import rehash
+from tests.support import SUBPROCESS_GUARD
 
 ORG = """\
 company: Pay Co
@@ -115,7 +116,7 @@ def test_a_worker_killed_in_a_body_leaves_a_record_that_it_may_have_run(
     slow.touch()
     worker = subprocess.Popen([sys.executable, "-c", WORKER, db], cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while not company.transfers() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert company.transfers() == ["start acme 100"]

@@ -19,6 +19,7 @@ from firm.session import Session
 from firm.tasks import Status
 from firm.testing import FunctionBrain
 from tests.authority.scripted import ScriptedBrain, open_firm, write_company
+from tests.support import SUBPROCESS_GUARD
 
 ORG = """\
 company: Two Calls Co
@@ -121,7 +122,7 @@ marker = Path(sys.argv[2])
 def dev(session):
     session.call("crm.query", {"segment": "smb"})
     marker.touch()  # the body ran; its result is still owed to the log
-    time.sleep(120)
+    time.sleep(600)
 
 
 def ceo(session):
@@ -130,7 +131,7 @@ def ceo(session):
 
 firm = Firm(sys.argv[1], brain=FunctionBrain({"ceo": ceo, "dev": dev}), heartbeat=0.1)
 firm.engine.start()
-time.sleep(120)
+time.sleep(600)
 """
 
 
@@ -146,7 +147,7 @@ def test_a_worker_killed_after_a_body_before_its_result_was_logged(
         root = firm.submit(company.org_path, "Pull the list", workspace=company.folder / "ws").id
     worker = subprocess.Popen([sys.executable, "-c", WORKER, store_url, str(marker)], cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert marker.exists()

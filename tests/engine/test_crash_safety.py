@@ -15,7 +15,7 @@ from pathlib import Path
 from firm.events import transition_problems
 from firm.store import open_store
 from firm.tasks import Status
-from tests.support import firm_cli
+from tests.support import SUBPROCESS_GUARD, firm_cli
 
 ORG = """\
 company: Crashy
@@ -46,7 +46,7 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 
 def first_kill_after_delegation(db: Path) -> None:
     """Wait until some manager is in the first turn of its session and has delegated."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SUBPROCESS_GUARD
     while not db.exists():
         assert time.monotonic() < deadline
         time.sleep(0.02)
@@ -147,7 +147,7 @@ def test_ctrl_c_exits_130_and_leaves_everything_resumable(tmp_path: Path) -> Non
         tmp_path,
     )
     store = open_store(tmp_path / "s.db")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SUBPROCESS_GUARD
     while not store.list_tasks(status="in_progress"):
         assert time.monotonic() < deadline
         time.sleep(0.05)

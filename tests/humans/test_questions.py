@@ -23,7 +23,7 @@ from firm.store.questions import AlreadyAnswered, QuestionNotFound
 from firm.tasks import Status
 from firm.testing import ModelRequest, ModelServer, ScriptedModel, call, calls, complete
 from tests.humans.conftest import Submit, write_org
-from tests.support.cli import firm_cli
+from tests.support.cli import SUBPROCESS_GUARD, firm_cli
 
 ANSWERED = "they answered"
 
@@ -136,7 +136,7 @@ import sys, time
 from firm.api import Firm
 firm = Firm(sys.argv[1], heartbeat=0.1)
 firm.engine.start()
-time.sleep(120)
+time.sleep(600)
 """
 
 
@@ -151,7 +151,7 @@ def test_a_question_survives_a_kill_9_and_is_answered_while_no_engine_runs(
     worker = subprocess.Popen([sys.executable, "-c", WORKER, db], cwd=tmp_path)
     try:
         with Firm(db) as watcher:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + SUBPROCESS_GUARD
             while watcher.task(root).status != Status.WAITING and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert watcher.task(root).status == Status.WAITING

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from firm.testing import ModelServer, ScriptedModel, error, hang
-from tests.support import firm_cli
+from tests.support import SUBPROCESS_GUARD, firm_cli
 
 GOAL = "Launch an AI note-taking app"
 MODEL_VARS = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FIRM_MODEL")
@@ -142,7 +142,7 @@ def test_interrupted_mid_call_then_resumed_with_nothing_but_the_store(
         )  # fmt: skip
         try:
             assert server.wait_until(
-                lambda reqs: any(r.agent == "gabriel" for r in reqs), timeout=60
+                lambda reqs: any(r.agent == "gabriel" for r in reqs), timeout=SUBPROCESS_GUARD
             )
             run.send_signal(signal.SIGTERM)
             _, err = run.communicate(timeout=60)

@@ -21,6 +21,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import THREE_LEVELS
+from tests.support import SUBPROCESS_GUARD
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -144,7 +145,7 @@ def test_firm_mcp_over_streamable_http(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()

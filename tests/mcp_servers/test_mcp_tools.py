@@ -21,7 +21,7 @@ import pytest
 from firm import Firm
 from firm.org import parse_org
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete, delegate
-from tests.support import firm_cli
+from tests.support import SUBPROCESS_GUARD, firm_cli
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -228,7 +228,7 @@ def test_a_killed_run_leaves_no_server_behind(tmp_path: Path) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while not any(e["tool"] == "slow" for e in executed(record)):
             assert proc.poll() is None, "firm run ended before the slow call"
             assert time.monotonic() < deadline, "the slow call never reached the server"
@@ -258,7 +258,7 @@ def test_tools_of_a_streamable_http_server(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()

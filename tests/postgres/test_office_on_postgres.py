@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.support import SUBPROCESS_GUARD
 from websockets.sync.client import connect
 
 from firm.store import open_store
@@ -159,7 +160,7 @@ def offices(company: Path, pg_url: str) -> Iterator[list[Served]]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while "up to" not in (company / "worker.log").read_text(errors="replace"):
             assert worker.poll() is None and time.monotonic() < deadline, "the worker did not start"
             time.sleep(0.05)

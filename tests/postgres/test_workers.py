@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.support import firm_cli
+from tests.support import SUBPROCESS_GUARD, firm_cli
 
 from firm.store import SqlStore, open_store
 from firm.tasks import Status
@@ -94,7 +94,7 @@ class Workers:
                 proc.kill()
                 proc.wait()
 
-    def wait_ready(self, limit: float = 60) -> None:
+    def wait_ready(self, limit: float = SUBPROCESS_GUARD) -> None:
         """Wait until every started worker has printed its start-up line."""
         deadline = time.monotonic() + limit
         for name in self.procs:
@@ -223,7 +223,7 @@ def test_a_worker_killed_mid_session_loses_its_task_to_another_after_its_lease(
     victim = workers.start("victim", "--max-concurrent", "2", "--lease-seconds", "2")
     store = open_store(pg_url)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SUBPROCESS_GUARD
         while not [t for t in store.list_tasks(status="in_progress") if store.children(t.id)]:
             assert time.monotonic() < deadline, workers.logs()
             time.sleep(0.05)

@@ -2,7 +2,7 @@
 server fixtures (models.py), running the real `firm` command (firm_cli) and reading the log
 (events_of). A brain of one function per agent is firm.testing.FunctionBrain, public."""
 
-from tests.support.cli import firm_cli
+from tests.support.cli import SUBPROCESS_GUARD, firm_cli
 from tests.support.events import events_of
 
-__all__ = ["events_of", "firm_cli"]
+__all__ = ["SUBPROCESS_GUARD", "events_of", "firm_cli"]

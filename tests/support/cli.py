@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+# How long a test waits for a `firm` (or any Python) process it started to reach the point it
+# watches for. Only a hang should ever use it up: a fresh Python importing firm has taken over
+# 60 s to make its first model call on a machine at load 20.
+SUBPROCESS_GUARD = 180.0
+
 
 def firm_cli(
     *args: str,

@@ -18,7 +18,7 @@ from firm import Firm
 from firm.org import parse_org
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete
 from tests.conftest import THREE_LEVELS
-from tests.support import firm_cli
+from tests.support import SUBPROCESS_GUARD, firm_cli
 from tests.telemetry.otlp_receiver import OtlpReceiver, Span
 
 pytestmark = pytest.mark.timeout(240)
@@ -135,10 +135,14 @@ def test_a_killed_and_resumed_run_adds_to_the_same_trace(tmp_path: Path) -> None
              "--db", db, "--workspace", str(tmp_path / "ws"), "--sim-latency", "0.4"],
             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+
         # Kill it once the leaves are at work, with the managers waiting on them: every one of
         # the six delegations exported (a span still in the killed process's buffer is lost
         # with it), the last leaves still in their 0.4 s turn.
-        receiver.wait_for(lambda s: len([x for x in s if x.name.startswith("delegate ")]) >= 6, 60)
+        def six_delegations(spans: list[Span]) -> bool:
+            return len([x for x in spans if x.name.startswith("delegate ")]) >= 6
+
+        assert six_delegations(receiver.wait_for(six_delegations, SUBPROCESS_GUARD))
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         before = {s.span_id for s in receiver.spans()}
