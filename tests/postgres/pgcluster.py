@@ -106,6 +106,20 @@ class PgCluster:
             "--locale=C",
             "--no-sync",
         )
+        for attempt in range(3):
+            try:
+                self._start()
+                break
+            except PostgresUnavailable as exc:
+                # The port was free when chosen, but another process (a parallel test
+                # worker's cluster, a server under test) may have bound it since.
+                if "already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.port = free_port()
+        atexit.register(self.stop)
+        self.url = f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
+
+    def _start(self) -> None:
         options = " ".join(f"-c {k}={v}" for k, v in SERVER_SETTINGS.items())
         self._run(
             "pg_ctl",
@@ -115,13 +129,11 @@ class PgCluster:
             str(self.root / "server.log"),
             "-w",
             "-t",
-            "60",
+            "180",  # only bounds a hang: a loaded machine starts a cluster slowly
             "-o",
             f"-p {self.port} -k {self.sockets} {options}",
             "start",
         )
-        atexit.register(self.stop)
-        self.url = f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
 
     def _run(self, tool: str, *args: str) -> None:
         env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C", "HOME": str(self.root)}
