@@ -77,8 +77,17 @@ class Running:
             time.sleep(0.05)
 
     def finish(self, task_id: str, timeout: float = 60) -> dict[str, Any]:
+        """Wait until the run has ended and its session is over. The engine signs a run's end
+        (its checkpoint) in a commit of its own just after the one that ended it, and only
+        then lets the session go: a test reading the log as soon as the status says done
+        could otherwise find it unsigned on a slow machine."""
         terminal = {"done", "failed", "cancelled"}
-        return self.wait_until(task_id, lambda d: d["status"] in terminal, timeout)
+        detail = self.wait_until(task_id, lambda d: d["status"] in terminal, timeout)
+        deadline = time.monotonic() + timeout
+        while task_id in self.office.firm.engine.running:
+            assert time.monotonic() < deadline, f"{task_id}'s session never ended"
+            time.sleep(0.01)
+        return detail
 
 
 def start_office(
