@@ -215,7 +215,7 @@ def test_four_workers_finish_a_deep_company_while_two_watchers_see_every_event(
 
 
 def test_a_worker_killed_mid_session_loses_its_task_to_another_after_its_lease(
-    workers, pg_url, tmp_path
+    workers, pg_url, pg_server, tmp_path
 ):
     # Each session lingers after acting, so the victim dies holding a manager that has
     # already delegated: its re-run must find those subtasks, not make new ones.
@@ -227,15 +227,21 @@ def test_a_worker_killed_mid_session_loses_its_task_to_another_after_its_lease(
         while not [t for t in store.list_tasks(status="in_progress") if store.children(t.id)]:
             assert time.monotonic() < deadline, workers.logs()
             time.sleep(0.05)
-        for i in range(3):
-            workers.start(f"w{i}", "--max-concurrent", "3", "--lease-seconds", "2")
-        time.sleep(0.3)  # let the survivors start, so the victim is cut off with work in hand
+        # Killed at once, and what it held read only once its connections are gone: nothing
+        # of it can commit after that, and no survivor (started after) can have taken its
+        # tasks yet. A pause between seeing and killing let the manager's session end first
+        # on a loaded machine.
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        while pg_server.terminate(f"firm-%:%:{victim.pid}"):
+            assert time.monotonic() < deadline, "the victim's connections never closed"
+            time.sleep(0.05)
         held = [t.id for t in store.list_tasks(status="in_progress") if t.worker_id == "victim"]
         assert held, "the victim held no session when killed"
         delegated_before = {tid: [c.id for c in store.children(tid)] for tid in held}
         assert any(delegated_before.values()), "the victim had delegated nothing yet"
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
+        for i in range(3):
+            workers.start(f"w{i}", "--max-concurrent", "3", "--lease-seconds", "2")
         wait_terminal(store, root_id, workers)
         events = assert_every_task_done_once(store, root_id)
         for tid, kids in delegated_before.items():  # the re-run replayed, it did not re-create
