@@ -38,23 +38,6 @@ def canonical_json(value: Any) -> str:
     )
 
 
-class Canonical(str):
-    """A value's canonical JSON text, as canonical_json spells it. A log entry whose data is
-    given this way is stored and digested as it is, not encoded a second time: a caller that
-    encoded it already (to prove the entry recordable) passes what it made. Text that is not
-    canonical would be stored with a digest the verifier does not recompute, so only
-    `Canonical.of` should make one."""
-
-    __slots__ = ()
-
-    @classmethod
-    def of(cls, value: Any) -> Canonical:
-        return cls(canonical_json(value))
-
-    def value(self) -> Any:
-        return json.loads(self)
-
-
 def digest(value: Any) -> str:
     """sha256 of a value's canonical JSON; used for tool arguments and results in the log."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()

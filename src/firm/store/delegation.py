@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firm.chain import Canonical
 from firm.errors import TaskNotFound, TaskNotHeld
 from firm.events import EventKind
 from firm.store import queries as Q
@@ -206,8 +204,7 @@ class Delegation(TaskTree):
         """Too late to settle (cancelled, or re-run elsewhere), but the calls the session made
         did run: their record stays, marked as from a superseded run."""
         tx.pending.extend(
-            (kind, tid, agent, {**_plain(data), "superseded": True})
-            for kind, tid, agent, data in events
+            (kind, tid, agent, {**data, "superseded": True}) for kind, tid, agent, data in events
         )
         return SettleResult(False, task)
 
@@ -234,11 +231,6 @@ class Delegation(TaskTree):
                     completion_tokens=T.c.completion_tokens + completion_tokens,
                 )
             )
-
-
-def _plain(data: Any) -> dict[str, Any]:
-    """An entry's data as a dict, also when it came as its canonical text."""
-    return data.value() if isinstance(data, Canonical) else data  # type: ignore[no-any-return]
 
 
 def _check_held(parent: Task, worker_id: str | None) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, text
 
-from firm.chain import Canonical, canonical_json, header_hash
+from firm.chain import canonical_json, header_hash
 from firm.events import EventKind, InvalidEvent, validate
 from firm.store import notify
 from firm.store import queries as Q
@@ -17,8 +17,8 @@ from firm.store.base import Event
 from firm.store.prepared import run, run_many
 from firm.tasks import Task
 
-# An entry as the store takes it: (kind, task, agent, data). Data is a dict, or its canonical
-# text already made (chain.Canonical).
+# An entry as the store takes it: (kind, task, agent, data). The store owns the data dict from
+# then on: when it is plain JSON it becomes the entry's data as stored, not a copy read back.
 Pending = tuple[str, str | None, str | None, Any]
 # An entry checked: (kind, task, agent, data as stored, its canonical text, the text's digest).
 Checked = tuple[str, str | None, str | None, dict[str, Any], str, str]
@@ -54,22 +54,19 @@ class Tx:
     def check(self) -> None:
         """Make pending events canonical and check them against the catalogue: InvalidEvent
         fails this transaction (or this member of a group) alone, before the head is touched.
-        Entries saying the same thing (a cancel's 10,000 entries share one reason) are read
-        back and checked once. Every entry passes here, several per task: one loop, no call
-        per entry but for what is new to this transaction."""
+        Entries saying the same thing (a cancel's 10,000 entries share one reason) are
+        checked once. Every entry passes here, several per task: one loop, no call per entry
+        but for what is new to this transaction."""
         seen: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
         texts: dict[int, str] = {}  # by the data's identity: entries sharing one dict
         checked = []
         for kind, task_id, agent, data in self.pending:
-            if type(data) is Canonical:
-                text: str = data
-            else:
-                text = texts.get(id(data))  # type: ignore[assignment]
-                if text is None:
-                    text = texts[id(data)] = _canonical(kind, task_id, data)
+            text = texts.get(id(data))
+            if text is None:
+                text = texts[id(data)] = _canonical(kind, task_id, data)
             known = seen.get((kind, text))
             if known is None:
-                known = seen[(kind, text)] = _read_back(kind, task_id, text)
+                known = seen[(kind, text)] = _as_stored(kind, task_id, data, text)
             checked.append((known[0], task_id, agent, known[1], text, known[2]))
         self.checked = checked
         self.pending.clear()
@@ -218,18 +215,52 @@ def _canonical(kind: str, task_id: str | None, data: Any) -> str:
         raise _not_json(kind, task_id, exc) from None
 
 
-def _read_back(kind: str, task_id: str | None, text: str) -> tuple[str, dict[str, Any], str]:
-    """The entry's kind, its data as read back from its canonical text (the canonical text of
-    JSON read back from canonical text is that text), if the event catalogue allows it, and
-    the text's digest, what is hashed."""
+def _as_stored(
+    kind: str, task_id: str | None, data: Any, text: str
+) -> tuple[str, dict[str, Any], str]:
+    """The entry's kind, its data as stored (what reading its canonical text back gives), if
+    the event catalogue allows it, and the text's digest, what is hashed. Data of plain JSON
+    types only (exact str, int, float, bool, None, lists, dicts with text keys: what nearly
+    every entry holds) reads back as itself, so it is checked as it is; anything else (a
+    tuple, an enum member, a subclass) is read back from the text first."""
+    stored = data if type(data) is dict and _plain(data) else None
     try:
-        stored = json.loads(text)
-        kind_value = validate(kind, stored).value
+        if stored is None:
+            stored = json.loads(text)
+        kind_value = _TEXT[validate(kind, stored)]
     except InvalidEvent as exc:
         raise InvalidEvent(f"the store refuses an event of task {task_id}: {exc}") from None
-    except ValueError as exc:  # a Canonical that is not JSON
-        raise _not_json(kind, task_id, exc) from None
     return kind_value, stored, hashlib.sha256(text.encode()).hexdigest()
+
+
+# A kind's text, by its member: the member's `value` is a property of Enum's, ~1 µs a call.
+_TEXT = {kind: kind.value for kind in EventKind}
+# Types JSON reads back as themselves (a float that is not finite never gets here: the
+# canonical encoding refuses it).
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _plain(value: dict[str, Any]) -> bool:
+    """Whether json.loads(canonical_json(value)) == value, type for type, all the way down."""
+    scalars = _SCALARS
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        kind = type(item)
+        if kind in scalars:
+            continue
+        if kind is dict:
+            if not _plain(item):
+                return False
+        elif kind is list:
+            for element in item:
+                if type(element) not in scalars and not (
+                    type(element) in (dict, list) and _plain({"": element})
+                ):
+                    return False
+        else:
+            return False
+    return True
 
 
 def _not_json(kind: str, task_id: str | None, exc: Exception) -> InvalidEvent:
