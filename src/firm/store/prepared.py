@@ -186,8 +186,15 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
 
 
 def _rows(conn: Connection, compiled: _Compiled, args: Sequence[Any], cursor: Any) -> Rows:
+    # Every statement of the store passes here: _execute's steps are written out in place.
+    writing = _writing
+    before, after = writing[1] if writing is not None and writing[0] is conn else _lookup(conn)
     try:
-        _execute(conn, cursor, compiled.sql, args)
+        if before is not None:
+            before(conn, cursor, compiled.sql, args, None, False)
+        cursor.execute(compiled.sql, args)
+        if after is not None:
+            after(conn, cursor, compiled.sql, args, None, False)
         rows: list[Row] = []
         if cursor.description is not None:
             cls = compiled.row_class
@@ -267,10 +274,11 @@ def _execute(conn: Connection, cursor: Any, sql: str, args: Any, many: bool = Fa
         after(conn, cursor, sql, args, None, many)
 
 
-def run_sql(conn: Connection, sql: str) -> None:
+def run_sql(conn: Connection, sql: str, before: Listener | None = None) -> None:
     """Execute a fixed SQL text without parameters on SQLite's cursor (BEGIN IMMEDIATE)."""
     cursor = _cursor(conn)
-    before, _after = _listeners(conn)
+    if before is None:
+        before = _listeners(conn)[0]
     try:
         if before is not None:
             before(conn, cursor, sql, (), None, False)
@@ -286,12 +294,19 @@ def begin_immediate(conn: Connection) -> None:
     begin event or reset (together several times the BEGIN's own cost). A statement that takes
     SQLAlchemy's path inside it makes SQLAlchemy begin too; its begin event then sees the
     driver already in a transaction and sends nothing (connection.py), and end() commits or
-    rolls back through SQLAlchemy's transaction, which ends the driver's."""
-    run_sql(conn, "BEGIN IMMEDIATE")
+    rolls back through SQLAlchemy's transaction, which ends the driver's.
+
+    The listeners are looked up here, once for the whole transaction (see _listeners)."""
+    global _writing
+    pair = _lookup(conn)
+    run_sql(conn, "BEGIN IMMEDIATE", pair[0])
+    _writing = (conn, pair)
 
 
 def end(conn: Connection, commit: bool) -> None:
     """Commit (or roll back) the transaction begin_immediate opened."""
+    global _writing
+    _writing = None
     if conn.in_transaction():  # SQLAlchemy began too: let it end its transaction and ours
         if commit:
             conn.commit()
@@ -310,12 +325,26 @@ def end(conn: Connection, commit: bool) -> None:
 
 
 Listener = Callable[..., None]
+Listeners = tuple[Listener | None, Listener | None]
+# The write transaction begin_immediate opened, with its listeners. Writes on SQLite are one at
+# a time in a process (the writer lock), so one slot serves; any other connection (a pooled
+# read in another thread) does not match it and looks its listeners up itself.
+_writing: tuple[Connection, Listeners] | None = None
 
 
-def _listeners(conn: Connection) -> tuple[Listener | None, Listener | None]:
-    """The connection's before_ and after_cursor_execute listeners, None where it has none:
-    looked up once per statement (each look through SQLAlchemy's dispatch costs a few µs),
-    and not at all while neither the connection nor its engine has any listener (the flags
+def _listeners(conn: Connection) -> Listeners:
+    """The connection's before_ and after_cursor_execute listeners, None where it has none.
+    Inside a write transaction, those it had when it began: a look through SQLAlchemy's
+    dispatch costs a few µs, and a write runs several statements (a listener added meanwhile
+    hears the next transaction's)."""
+    writing = _writing
+    if writing is not None and writing[0] is conn:
+        return writing[1]
+    return _lookup(conn)
+
+
+def _lookup(conn: Connection) -> Listeners:
+    """Not at all while neither the connection nor its engine has any listener (the flags
     SQLAlchemy's own execute checks first)."""
     if not (conn._has_events or conn.engine._has_events):
         return None, None
