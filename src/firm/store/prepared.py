@@ -261,6 +261,28 @@ def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> N
         cursor.close()
 
 
+def insert_values(
+    conn: Connection, stmt: ClauseElement, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+) -> None:
+    """An executemany of rows given as tuples in `columns` order, of values the driver takes as
+    they are: on SQLite handed to the cursor with no dict per row to pick them from again (a
+    log entry's insert, several per task)."""
+    if not rows:
+        return
+    if conn.dialect.name == "sqlite":
+        compiled = _compiled(stmt, conn)
+        if compiled is not None and compiled.names == columns:
+            cursor = _cursor(conn)
+            try:
+                _execute(conn, cursor, compiled.sql, rows, many=True)
+            except sqlite3.Error as exc:
+                raise _wrapped(exc, compiled.sql, rows, conn) from exc
+            finally:
+                cursor.close()
+            return
+    run_many(conn, stmt, [dict(zip(columns, row, strict=True)) for row in rows])
+
+
 def _execute(conn: Connection, cursor: Any, sql: str, args: Any, many: bool = False) -> None:
     """The statement on the driver's cursor, between the listeners SQLAlchemy would call."""
     before, after = _listeners(conn)

@@ -9,12 +9,12 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, text
 
-from firm.chain import canonical_json, header_hash
+from firm.chain import canonical_json, chained
 from firm.events import EventKind, InvalidEvent, validate
 from firm.store import notify
 from firm.store import queries as Q
 from firm.store.base import Event
-from firm.store.prepared import run, run_many
+from firm.store.prepared import insert_values, run
 from firm.tasks import Task
 
 # An entry as the store takes it: (kind, task, agent, data). The store owns the data dict from
@@ -138,42 +138,48 @@ def append_chain(
         seq, prev = run(conn, read).one()
         rows, events, last = _entries(txs, seq, prev)
         _move_head(conn, locking, last, events)
-    run_many(conn, Q.INSERT_EVENTS, rows)
+    insert_values(conn, Q.INSERT_EVENTS, COLUMNS, rows)
     for tx, appended in zip(txs, events, strict=True):
         tx.appended.extend(appended)
         tx.checked = []
     return last
 
 
+# An entry's columns, in the order _entries gives their values.
+COLUMNS = ("seq", "ts", "kind", "task_id", "agent", "data", "prev_hash", "hash")
+
+
 def _entries(
     txs: list[Tx], seq: int, prev: str
-) -> tuple[list[dict[str, Any]], list[list[Event]], tuple[int, str]]:
-    """The rows to insert and the events each transaction appends, chained on (seq, prev)."""
+) -> tuple[list[tuple[Any, ...]], list[list[Event]], tuple[int, str]]:
+    """The rows to insert (values in COLUMNS order) and the events each transaction appends,
+    chained on (seq, prev)."""
     rows = []
     events: list[list[Event]] = []
     for tx in txs:
         now = tx.now
+        checked = tx.checked
+        hashes = chained(prev, seq, now, [(c[0], c[1], c[2], c[5]) for c in checked])
         mine = []
-        for kind, task_id, agent, data, canonical, data_digest in tx.checked:
+        for (kind, task_id, agent, data, canonical, _digest), h in zip(
+            checked, hashes, strict=True
+        ):
             seq += 1
-            # entry_hash(prev, seq, ts, kind, task, agent, data), from the digest already made
-            h = header_hash(prev, seq, now, kind, task_id, agent, data_digest)
-            row = {
-                "seq": seq,
-                "ts": now,
-                "kind": kind,
-                "task_id": task_id,
-                "agent": agent,
-                "data": canonical,
-                "prev_hash": prev,
-                "hash": h,
-            }
-            rows.append(row)
+            rows.append((seq, now, kind, task_id, agent, canonical, prev, h))
             # The event is the row with its data as stored: built straight into its __dict__,
             # since a frozen dataclass's __init__ sets each field through object.__setattr__
             # (as much again as the rest of the entry's row).
             event = _new(Event)
-            event.__dict__.update(row, data=data)
+            event.__dict__.update(
+                seq=seq,
+                ts=now,
+                kind=kind,
+                task_id=task_id,
+                agent=agent,
+                data=data,
+                prev_hash=prev,
+                hash=h,
+            )
             mine.append(event)
             prev = h
         events.append(mine)
