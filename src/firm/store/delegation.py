@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from firm.chain import canonical_json
 from firm.errors import TaskNotFound, TaskNotHeld
 from firm.events import EventKind
 from firm.store import queries as Q
@@ -178,7 +179,7 @@ class Delegation(TaskTree):
             "p_status": str(status),
             "p_result": outcome.result,
             "p_error": outcome.error,
-            "p_files": json.dumps(list(outcome.files)),
+            "p_files": canonical_json(list(outcome.files)),
             "p_now": tx.now,
         }
         row = run(tx.conn, SETTLE_ENDED_HELD, ended).first()
@@ -197,7 +198,7 @@ class Delegation(TaskTree):
             tx.emit(EventKind.COMPLETED, after, result=outcome.result, files=list(outcome.files))
         else:
             tx.emit(EventKind.FAILED, after, error=outcome.error)
-        return True, after, bool(row.wake_due)
+        return True, after, bool(row[-1])  # wake_due, the last column
 
     @staticmethod
     def _superseded(tx: Tx, task: Task, events: PendingEvents) -> SettleResult:

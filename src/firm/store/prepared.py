@@ -335,7 +335,7 @@ def end(conn: Connection, commit: bool) -> None:
         else:
             conn.rollback()
         return
-    driver = conn.connection.driver_connection
+    driver = conn.connection.dbapi_connection  # the same sqlite3 connection (see _cursor)
     assert isinstance(driver, sqlite3.Connection)
     try:
         if commit:
