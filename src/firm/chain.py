@@ -23,19 +23,27 @@ GENESIS = "0" * 64
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
-# What _CANONICAL.encode runs, called directly: the C encoder with _CANONICAL's options and a
-# fresh record of the containers being encoded (what refuses a circular value). The same
-# bytes, without encode's and iterencode's Python frames (a third of encoding a small entry).
+# What _CANONICAL.encode runs, called directly: the C encoder with _CANONICAL's options. The
+# same bytes, without encode's and iterencode's Python frames (a third of encoding a small
+# entry). Built once, with no record of the containers being encoded (a new dict per call,
+# and what refuses a circular value): a circular value recurses until the interpreter's limit
+# instead, and is refused then, as ValueError still.
 _make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE = (
+    None
+    if _make_encoder is None
+    else _make_encoder(None, _CANONICAL.default, _encode, None, ":", ",", True, False, False)
+)
 
 
 def canonical_json(value: Any) -> str:
     """One spelling per value: sorted keys, no spaces, UTF-8 kept as is."""
-    if _make_encoder is None:
+    if _ENCODE is None:
         return _CANONICAL.encode(value)
-    return "".join(
-        _make_encoder({}, _CANONICAL.default, _encode, None, ":", ",", True, False, False)(value, 0)
-    )
+    try:
+        return "".join(_ENCODE(value, 0))
+    except RecursionError:
+        raise ValueError("Circular reference detected, or a value nested too deep") from None
 
 
 def digest(value: Any) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from enum import IntEnum, StrEnum
 
-from firm.chain import entry_hash
-from firm.events import EventKind
+import pytest
+
+from firm.chain import canonical_json, entry_hash
+from firm.events import EventKind, InvalidEvent
 from firm.store import NewTask, RunSpec, SqlStore
 from firm.tasks import Status
 
@@ -74,3 +76,15 @@ def test_richer_data_reaches_listeners_as_a_reader_reads_it(store: SqlStore) -> 
     assert read.data == expected
     assert given[0].data == expected and heard == [expected]
     assert _types(given[0].data) == _types(read.data) == _types(expected)
+
+
+def test_circular_data_is_refused_and_nothing_is_written(store: SqlStore) -> None:
+    task = store.create_run(RUN, NewTask("A", "", "ceo", "user"))
+    before = store.last_seq()
+    loop: dict[str, object] = {**PLAIN}
+    loop["limited_args"] = {"self": loop}
+    with pytest.raises(InvalidEvent, match="not JSON"):
+        store.append_events([(EventKind.TOOL_STARTED, task.id, "ceo", loop)])
+    assert store.last_seq() == before
+    with pytest.raises(ValueError, match="Circular"):
+        canonical_json([loop])
