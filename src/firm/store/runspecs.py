@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from firm.errors import TaskNotFound
@@ -15,12 +15,18 @@ from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import NewTask, RunSpec
+from firm.store.prepared import run as run_prepared
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.tree import TaskTree
 from firm.tasks import Task, new_task_id
 
 T = schema.tasks
+
+# Built once: a statement built per submit was compiled again by every new store's engine
+# (~0.5 ms of CPU on the path from a submit to its first session).
+_RUN_COLUMNS = ("id", "org_yaml", "org_source", "brain", "brain_options", "workspace", "created_at")
+_INSERT_RUN = insert(schema.runs).values({c: bindparam(c) for c in _RUN_COLUMNS})
 
 
 class Runs(TaskTree):
@@ -42,16 +48,18 @@ class Runs(TaskTree):
 
     def _insert_run(self, run: RunSpec, root: NewTask, task_id: str) -> Task:
         with self._write() as tx:
-            tx.conn.execute(
-                insert(schema.runs).values(
-                    id=task_id,
-                    org_yaml=run.org_yaml,
-                    org_source=run.org_source,
-                    brain=run.brain,
-                    brain_options=json.dumps(run.brain_options),
-                    workspace=run.workspace,
-                    created_at=tx.now,
-                )
+            run_prepared(
+                tx.conn,
+                _INSERT_RUN,
+                {
+                    "id": task_id,
+                    "org_yaml": run.org_yaml,
+                    "org_source": run.org_source,
+                    "brain": run.brain,
+                    "brain_options": json.dumps(run.brain_options),
+                    "workspace": run.workspace,
+                    "created_at": tx.now,
+                },
             )
             task = self._insert_task(tx, task_id, task_id, None, root, dedupe_key=None)
             tx.emit(
