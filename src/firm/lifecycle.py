@@ -83,6 +83,8 @@ class LifecycleTools(ToolContext):
     # Delegations waiting to be written together (batch_delegations), each with the
     # entries deferred before it.
     _batch: list[tuple[PendingEntries, NewTask]] | None
+    # The batch the standing was read for, and that reading (_standing_for).
+    _batch_read: tuple[list[tuple[PendingEntries, NewTask]], Standing, CheckState] | None = None
 
     if TYPE_CHECKING:  # the checked path's, in firm.session
 
@@ -93,6 +95,23 @@ class LifecycleTools(ToolContext):
         def tokens_remaining(self) -> int | None: ...
         def standing(self) -> tuple[Standing, CheckState]: ...
         def chain(self) -> Chain | None: ...
+
+    def _standing_for(self, tool: ToolDef | None) -> tuple[Standing, CheckState]:
+        """What a call is checked against. The delegate_task calls of one reply (a batch)
+        share one reading, taken at the first of them: their subtasks are written by one
+        write that refuses them all when the task was lost, cancelled or revoked since, so a
+        reading per call would decide nothing that write does not; and nothing of this
+        session is written between them (its budget, its usage). The reply is checked at one
+        place in the log, as it was decided at once."""
+        batch = self._batch
+        if batch is None or tool is None or tool.name != "delegate_task":
+            return self.standing()
+        read = self._batch_read
+        if read is not None and read[0] is batch:  # a flush starts a new batch list
+            return read[1], read[2]
+        standing, fresh = self.standing()
+        self._batch_read = (batch, standing, fresh)
+        return standing, fresh
 
     def lost_task(self, exc: TaskNotHeld) -> SessionCancelled:
         """A write refused because this worker no longer holds the task: the session stops."""

@@ -328,7 +328,7 @@ class Session(LifecycleTools):
             # this call's check reads what is left. Other entries still owed ride this
             # call's own write (its start, or its refusal).
             self._flush_delegations()
-        standing, fresh = self.standing()
+        standing, fresh = self._standing_for(tool)
         if standing.lineage is self._standing_links or not any(
             link.revoked for link in standing.lineage
         ):
