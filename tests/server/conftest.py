@@ -52,7 +52,7 @@ def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api")
     # An expectation's wait only guards against a hang: on a loaded machine (several test
     # workers and browsers on two cores) a page can take longer than Playwright's 5 s.
-    sync_api.expect.set_options(timeout=20_000)
+    sync_api.expect.set_options(timeout=60_000)
     reason = ensure_chromium()
     if reason:
         pytest.skip(reason)

@@ -54,7 +54,7 @@ agents:
 # What a model may send: markup, a right-to-left override, a value far wider than a phone.
 # The machine may be loaded many times over: waits on the server get room (a guard against
 # hangs, not a timing claim).
-SLOW = 30_000
+SLOW = 60_000
 
 HOSTILE_TO = "<img src=x onerror=alert(1)>acme\u202e001"
 LONG_MEMO = "INVOICE-" + "7" * 3000

@@ -129,7 +129,7 @@ def test_a_3d_desk_shows_the_text_as_it_is_written(
     page.goto(office.url + f"/#token={TOKEN}")
     expect(page.locator("#conn")).to_have_text("live")
     # The 3D floor loads after the page: its desk labels are there once it is built.
-    expect(page.locator('.d3-task[data-agent="ceo"]')).to_have_count(1, timeout=30_000)
+    expect(page.locator('.d3-task[data-agent="ceo"]')).to_have_count(1)
     assert page.evaluate("window.__office.floor") == "3d"
     page.evaluate(WATCH_3D)
 

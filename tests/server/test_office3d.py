@@ -54,7 +54,7 @@ def big_company(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def gl_browser() -> Iterator[Any]:
     """Chromium with WebGL drawn in software (SwiftShader), as on a machine with no GPU."""
-    sync_api.expect.set_options(timeout=20_000)  # a hang guard, as in conftest's browser
+    sync_api.expect.set_options(timeout=60_000)  # a hang guard, as in conftest's browser
     reason = ensure_chromium()
     if reason:
         pytest.skip(reason)

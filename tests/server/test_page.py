@@ -78,7 +78,7 @@ def test_a_goal_travels_down_the_org_chart_and_back(
 
     page.get_by_role("tab", name="Board").click()
     done = page.locator('.column[data-status="done"] .cards > li')
-    expect(done).to_have_count(7, timeout=30_000)
+    expect(done).to_have_count(7)
     expect(page.locator('.column[data-status="done"] .count')).to_have_text("7")
     for status in ("todo", "in_progress", "waiting", "failed", "cancelled"):
         expect(page.locator(f'.column[data-status="{status}"] .cards > li')).to_have_count(0)
@@ -123,9 +123,7 @@ def test_cancel_a_running_task_from_its_drawer(browser, tmp_path: Path, page_err
         page = open_page(browser, slow, page_errors, viewport={"width": 1280, "height": 800})
         root = give_goal(page, "Organise the summer party")
         # Wait until the CEO has handed the work out, then open its task from its desk.
-        expect(page.locator('.desk[data-agent="ceo"]')).to_have_attribute(
-            "data-state", "waiting", timeout=20_000
-        )
+        expect(page.locator('.desk[data-agent="ceo"]')).to_have_attribute("data-state", "waiting")
         page.locator('.desk[data-agent="ceo"] .desk-task').click()
         drawer = page.locator("#drawer")
         expect(drawer.locator("#drawer-id")).to_have_text(root)

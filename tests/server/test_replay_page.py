@@ -118,7 +118,7 @@ def test_a_replay_ends_in_the_state_the_live_page_reached(browser, served: Serve
     # Playing at 60× runs on to the end by itself, into the same state.
     page.locator("#replay-speed").select_option("60")
     page.locator("#replay-play").click()
-    expect(page.locator("body")).to_have_attribute("data-replay-at", "end", timeout=30_000)
+    expect(page.locator("body")).to_have_attribute("data-replay-at", "end")
     assert summary(page) == live
 
     # "Live" returns to the company as it is now.

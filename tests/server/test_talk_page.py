@@ -25,7 +25,7 @@ expect = playwright_api.expect
 
 TOKEN = "office-token-for-talk"
 ALICE = "alice-token-0123"
-SLOW = 30_000  # a guard against hangs on a loaded machine, not a timing claim
+SLOW = 60_000  # a guard against hangs on a loaded machine, not a timing claim
 
 ORG = """\
 company: Launch Co

@@ -103,7 +103,7 @@ def test_the_timeline_of_a_three_level_run(browser, served: ServedOffice) -> Non
     # Mid-run: something is working, drawn as running.
     expect(
         page.locator(".tl-bar[data-kind='session'][data-outcome='running']").first
-    ).to_be_visible(timeout=30_000)
+    ).to_be_visible()
     expect(page.locator("#tl-caption")).to_have_attribute("data-run", run)
 
     wait_for_end(served, run)
@@ -468,13 +468,13 @@ def test_with_several_goals_live_the_timeline_shows_the_one_picked(
 
     # By default the newest goal; the picker offers every goal on the page. (The run's events
     # load first: a loaded machine can take seconds.)
-    expect(page.locator("#tl-caption")).to_have_attribute("data-run", second, timeout=30_000)
+    expect(page.locator("#tl-caption")).to_have_attribute("data-run", second)
     picker = page.locator("#tl-goal")
     expect(picker).to_be_visible()
     expect(picker.locator(f"option[value='{first}']")).to_contain_text("Write the launch plan")
 
     picker.select_option(first)
-    expect(page.locator("#tl-caption")).to_have_attribute("data-run", first, timeout=30_000)
+    expect(page.locator("#tl-caption")).to_have_attribute("data-run", first)
     expect(page.locator("#tl-caption")).to_contain_text("Write the launch plan")
     wait_for_end(served, first)
     sessions = log_sessions(run_events(served, first))
@@ -490,7 +490,7 @@ def test_with_several_goals_live_the_timeline_shows_the_one_picked(
     expect(page.locator("#tl-caption")).to_have_attribute("data-run", first)
     # …until "The newest goal" is picked again.
     picker.select_option("")
-    expect(page.locator("#tl-caption")).to_have_attribute("data-run", third, timeout=30_000)
+    expect(page.locator("#tl-caption")).to_have_attribute("data-run", third)
     wait_for_end(served, second)
     wait_for_end(served, third)
     assert errors == []
