@@ -16,7 +16,7 @@ import pytest
 from firm.store import open_store
 from firm.tasks import Status
 from firm.testing import ModelServer, ScriptedModel, hang, text
-from tests.support import firm_cli
+from tests.support import SUBPROCESS_GUARD, firm_cli
 from tests.teams.conftest import pick
 
 TEAM = """\
@@ -188,7 +188,9 @@ def run_killed_mid_task(args: list[str], model: ScriptedModel, server: ModelServ
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        assert server.wait_until(lambda reqs: any(r.agent == "writer" for r in reqs), 60)
+        assert server.wait_until(
+            lambda reqs: any(r.agent == "writer" for r in reqs), SUBPROCESS_GUARD
+        )
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)

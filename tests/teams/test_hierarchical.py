@@ -289,7 +289,7 @@ def test_cancelling_the_run_stops_everything_mid_task(
 
     thread = threading.Thread(target=run)
     thread.start()
-    assert server.wait_until(lambda reqs: any(r.agent == "researcher" for r in reqs), 30)
+    assert server.wait_until(lambda reqs: any(r.agent == "researcher" for r in reqs))
     with Firm(db) as firm:
         cancelled = [firm.task(t) for t in firm.cancel(team.run_id or "", "changed my mind")]
     thread.join(30)
@@ -352,7 +352,7 @@ def test_cancelling_one_team_task_excludes_it_and_the_run_goes_on(
 
     thread = threading.Thread(target=run)
     thread.start()
-    assert server.wait_until(lambda reqs: any(r.agent == "researcher" for r in reqs), 30)
+    assert server.wait_until(lambda reqs: any(r.agent == "researcher" for r in reqs))
     with Firm(db) as firm:
         (research,) = firm.tasks(assignee="researcher")
         firm.cancel(research.id, "not needed")

@@ -346,12 +346,14 @@ class ModelServer:
     def requests_for(self, agent: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.agent == agent]
 
-    def wait_for_requests(self, count: int, timeout: float = 10.0) -> bool:
-        """Block until at least `count` requests have arrived (or timeout); True if they have."""
+    def wait_for_requests(self, count: int, timeout: float = 60.0) -> bool:
+        """Block until at least `count` requests have arrived (or timeout); True if they have.
+        The default timeout only bounds a hang: a loaded machine can take seconds to start a
+        session and make its first call."""
         with self._state.lock:
             return self._state.lock.wait_for(lambda: len(self._state.requests) >= count, timeout)
 
-    def wait_until(self, predicate: Any, timeout: float = 10.0) -> bool:
+    def wait_until(self, predicate: Any, timeout: float = 60.0) -> bool:
         """Block until predicate(requests) holds; re-checked whenever a request arrives,
         streams a chunk or ends."""
         with self._state.lock:
