@@ -67,7 +67,10 @@ def submit(firm: Firm, server: ModelServer, org_path: Path) -> Submit:
             org_path,
             goal,
             brain="llm",
-            brain_options=server.brain_options(backoff=0.01, backoff_max=0.02, timeout=5.0),
+            # A call a test holds (test_notes holds eng's while it leaves a note) must not time
+            # out and be retried: seconds can pass on a loaded machine, and no test here waits
+            # for a timeout.
+            brain_options=server.brain_options(backoff=0.01, backoff_max=0.02, timeout=60.0),
             workspace=org_path.parent / "ws",
         )
         return root.id
