@@ -201,9 +201,12 @@ class GroupWriter:
                     raise
                 if head is not None:
                     self.head.known = head
+                # Counted under the writer lock, which every write on SQLite holds (the
+                # gate's Condition would be one more lock a write).
+                self.writes += 1
+                self.commits += 1
         finally:
             self._local.busy = False
-        self._count(1)
 
     @contextmanager
     def _lead(self, group: _Group) -> Iterator[Tx]:
