@@ -251,12 +251,15 @@ def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> N
     if compiled is None:
         conn.execute(stmt, list(rows))  # type: ignore[call-overload]
         return
-    args = [compiled.args(r) for r in rows]
+    _executemany(conn, compiled.sql, [compiled.args(r) for r in rows])
+
+
+def _executemany(conn: Connection, sql: str, args: list[Any]) -> None:
     cursor = _cursor(conn)
     try:
-        _execute(conn, cursor, compiled.sql, args, many=True)
+        _execute(conn, cursor, sql, args, many=True)
     except sqlite3.Error as exc:
-        raise _wrapped(exc, compiled.sql, args, conn) from exc
+        raise _wrapped(exc, sql, args, conn) from exc
     finally:
         cursor.close()
 
@@ -272,13 +275,7 @@ def insert_values(
     if conn.dialect.name == "sqlite":
         compiled = _compiled(stmt, conn)
         if compiled is not None and compiled.names == columns:
-            cursor = _cursor(conn)
-            try:
-                _execute(conn, cursor, compiled.sql, rows, many=True)
-            except sqlite3.Error as exc:
-                raise _wrapped(exc, compiled.sql, rows, conn) from exc
-            finally:
-                cursor.close()
+            _executemany(conn, compiled.sql, rows)
             return
     run_many(conn, stmt, [dict(zip(columns, row, strict=True)) for row in rows])
 
