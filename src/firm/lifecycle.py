@@ -9,6 +9,7 @@ firm.session; this module holds what they do and how the session's ending is dec
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -108,10 +109,29 @@ class LifecycleTools(ToolContext):
             return self.standing()
         read = self._batch_read
         if read is not None and read[0] is batch:  # a flush starts a new batch list
-            return read[1], read[2]
-        standing, fresh = self.standing()
-        self._batch_read = (batch, standing, fresh)
+            standing, fresh = read[1], read[2]
+        else:
+            standing, fresh = self.standing()
+            self._batch_read = (batch, standing, fresh)
+        reserved = self._batch_reserved()
+        if reserved and standing.tokens_remaining is not None:
+            # What the reply's earlier delegations reserved is not in the store yet: a call
+            # is checked against what is left after them, as it would be one at a time.
+            left = max(0, standing.tokens_remaining - reserved)
+            standing = dataclasses.replace(standing, tokens_remaining=left)
         return standing, fresh
+
+    def _budget_left(self) -> int | None:
+        """What a new subtask's budget is carved from: the task's remaining tokens, less what
+        the reply's earlier delegations, not written yet, reserved."""
+        remaining = self.tokens_remaining()
+        if remaining is None:
+            return None
+        return max(0, remaining - self._batch_reserved())
+
+    def _batch_reserved(self) -> int:
+        """The token budgets the reply's delegations waiting to be written reserve."""
+        return sum((new.grant or {}).get("budget_tokens") or 0 for _, new in self._batch or ())
 
     def lost_task(self, exc: TaskNotHeld) -> SessionCancelled:
         """A write refused because this worker no longer holds the task: the session stops."""
@@ -166,7 +186,7 @@ class LifecycleTools(ToolContext):
                 limits=limits,
                 ttl=ttl,
                 now=self.clock.now(),
-                remaining_budget=self.tokens_remaining(),
+                remaining_budget=self._budget_left(),
             )
         except GrantError as exc:
             raise ToolError(f"cannot narrow the subtask's authority: {exc}") from None
