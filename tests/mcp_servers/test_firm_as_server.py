@@ -7,10 +7,8 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import THREE_LEVELS
-from tests.support import SUBPROCESS_GUARD
+from tests.support.ports import listening
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -128,32 +126,19 @@ def test_a_running_goal_is_cancelled_over_mcp(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_firm_mcp_over_streamable_http(tmp_path: Path) -> None:
-    port = free_port()
-    params = firm_mcp_params(tmp_path, "--sim-latency", "0.02", "--http", "--port", str(port))
-    proc = subprocess.Popen(
-        [params.command, *params.args],
-        cwd=tmp_path,
-        env=params.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    def start(port: int) -> subprocess.Popen[bytes]:
+        params = firm_mcp_params(tmp_path, "--sim-latency", "0.02", "--http", "--port", str(port))
+        return subprocess.Popen(
+            [params.command, *params.args],
+            cwd=tmp_path,
+            env=params.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    proc, port = listening(start, "firm mcp --http")
     try:
-        deadline = time.monotonic() + SUBPROCESS_GUARD
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                assert time.monotonic() < deadline, "firm mcp --http did not start listening"
-                time.sleep(0.2)
 
         async def main() -> None:
             async with http_session(f"http://127.0.0.1:{port}/mcp") as client:

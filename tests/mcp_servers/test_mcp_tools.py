@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from firm import Firm
 from firm.org import parse_org
 from firm.testing import ModelServer, ScriptedModel, call, calls, complete, delegate
 from tests.support import SUBPROCESS_GUARD, firm_cli
+from tests.support.ports import listening
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -243,29 +243,17 @@ def test_a_killed_run_leaves_no_server_behind(tmp_path: Path) -> None:
         assert not pid_alive(pid), "the MCP server outlived the firm process that started it"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_tools_of_a_streamable_http_server(tmp_path: Path) -> None:
     record = tmp_path / "record"
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), str(record), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    proc, port = listening(
+        lambda port: subprocess.Popen(
+            [sys.executable, str(SERVER), str(record), "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        "the MCP server",
     )
     try:
-        deadline = time.monotonic() + SUBPROCESS_GUARD
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MCP server did not start"
-                time.sleep(0.1)
         model = ScriptedModel()
         model.when(agent="cfo", step=0).reply(
             calls(
