@@ -88,17 +88,18 @@ def chained(
 ) -> list[str]:
     """The hashes of entries (kind, task, agent, data digest) appended one after another after
     (prev_hash, seq), all at time ts: header_hash's bytes for each, with what they share (the
-    time, a run of one task's entries) spelled once, not once an entry."""
-    if not (type(ts) is float and math.isfinite(ts) and type(seq) is int):
-        return _chained_one_by_one(prev_hash, seq, ts, entries)
-    at = f',"ts":{float.__repr__(ts)}}}'
+    time, a run of one task's entries) spelled once, not once an entry. An entry of any other
+    types (or a time or seq that is not a plain finite float and int) takes header_hash."""
+    plain = type(ts) is float and math.isfinite(ts) and type(seq) is int
+    at = f',"ts":{float.__repr__(ts)}}}' if plain else ""
     spelled: dict[str | None, str] = {None: "null"}
     hashes = []
     sha256 = hashlib.sha256
     for kind, task_id, agent, data_digest in entries:
         seq += 1
         if not (
-            type(kind) is str
+            plain
+            and type(kind) is str
             and type(prev_hash) is str
             and type(data_digest) is str
             and (task_id is None or type(task_id) is str)
@@ -118,17 +119,6 @@ def chained(
             f'"prev":{_encode(prev_hash)},"seq":{seq},"task_id":{task}{at}'
         )
         prev_hash = sha256(body.encode()).hexdigest()
-        hashes.append(prev_hash)
-    return hashes
-
-
-def _chained_one_by_one(
-    prev_hash: str, seq: int, ts: float, entries: list[tuple[str, str | None, str | None, str]]
-) -> list[str]:
-    hashes = []
-    for kind, task_id, agent, data_digest in entries:
-        seq += 1
-        prev_hash = header_hash(prev_hash, seq, ts, kind, task_id, agent, data_digest)
         hashes.append(prev_hash)
     return hashes
 

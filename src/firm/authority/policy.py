@@ -70,7 +70,8 @@ class AuthorityPolicy:
         the task: its answer is asked per session, as the hook promises."""
         if type(self).offers is not AuthorityPolicy.offers:
             return self._offered(task, registry)
-        key = (task.assignee, self.grant_of(task).scopes, id(registry), registry.version)
+        # The registry itself, not its id: an id may be reused once a registry is gone.
+        key = (task.assignee, self.grant_of(task).scopes, registry, registry.version)
         cache: dict[Any, tuple[ToolDef, ...]] | None = self.__dict__.get("_offered_tools")
         if cache is None:
             cache = self.__dict__["_offered_tools"] = {}

@@ -345,9 +345,11 @@ def end(conn: Connection, commit: bool) -> None:
 
 Listener = Callable[..., None]
 Listeners = tuple[Listener | None, Listener | None]
-# The write transaction begin_immediate opened, with its listeners. Writes on SQLite are one at
-# a time in a process (the writer lock), so one slot serves; any other connection (a pooled
-# read in another thread) does not match it and looks its listeners up itself.
+# The write transaction begin_immediate opened last, with its listeners. A store's writes on
+# SQLite are one at a time (its writer lock), so one slot serves the usual process of one
+# store; any connection that does not match it (a pooled read in another thread, a second
+# store's write) looks its listeners up itself, so a slot taken or cleared by another store
+# costs a lookup, never a wrong answer.
 _writing: tuple[Connection, Listeners] | None = None
 
 
