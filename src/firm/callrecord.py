@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from firm.audit import recordable
-from firm.authority.check import Standing
 from firm.chain import canonical_json, digest
 from firm.errors import ToolError
 from firm.tools.invoke import summary
 from firm.tools.registry import ToolDef
 
 MAX_TOOL_NAME = 200  # longer names are no tool's: refused, and cut short in the log
+
+
+class Place(Protocol):
+    """Where a check stands: the log's head it read and when it ran (a Standing is one)."""
+
+    @property
+    def checked_seq(self) -> int: ...
+    @property
+    def checked_at(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,7 @@ class CallRecord:
 
     @classmethod
     def prepare(
-        cls, tool: ToolDef, args: dict[str, Any], given: frozenset[str], standing: Standing
+        cls, tool: ToolDef, args: dict[str, Any], given: frozenset[str], standing: Place
     ) -> CallRecord:
         try:
             # Validated values may be richer than JSON (a date, a path): hashed as JSON.
@@ -56,8 +64,12 @@ class CallRecord:
             ) from None
         return cls(data)
 
+    def at_seq(self, seq: int) -> CallRecord:
+        """The same record checked at another head: an int for an int, so as recordable."""
+        return CallRecord({**self.data, "checked_seq": seq})
 
-def _plainly_recordable(tool: ToolDef, standing: Standing) -> bool:
+
+def _plainly_recordable(tool: ToolDef, standing: Place) -> bool:
     """Whether a call's entry is recordable by the types of what it holds, without encoding it
     once more: its digest and summary are text made so, and its limited arguments are parts
     of the arguments the digest has just encoded. What is left are the tool's name, the

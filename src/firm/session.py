@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from firm import streams
+from firm import checked, streams
 from firm.audit import recordable
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, remaining_budget
@@ -250,14 +250,20 @@ class Session(LifecycleTools):
         """
         if self.grant.budget_tokens is None:
             return None  # unlimited: nothing to read
-        return self._remaining(self.store.state_at_head(self.task.id))
+        return self._remaining(self.store.state_at_head(self.task.id), self._reserved())
 
-    def _remaining(self, fresh: CheckState) -> int | None:
-        grant = self.grant
-        if grant.budget_tokens is None:
-            return None
-        reserved = [(c.grant or {}).get("budget_tokens") for c in self.store.children(self.task.id)]
-        return max(0, remaining_budget(grant, fresh.tokens_used, reserved) or 0)
+    def _reserved(self) -> int:
+        """The budgets reserved for this task's subtasks (read only when it has a budget):
+        only its own delegations change them, so a read before a checked write holds in it."""
+        if self.grant.budget_tokens is None:
+            return 0
+        return sum(
+            (c.grant or {}).get("budget_tokens") or 0 for c in self.store.children(self.task.id)
+        )
+
+    def _remaining(self, fresh: CheckState, reserved: int) -> int | None:
+        left = remaining_budget(self.grant, fresh.tokens_used, (reserved,))
+        return None if left is None else max(0, left)
 
     def standing(self) -> tuple[Standing, CheckState]:
         """Read, at one moment, what bounds this task: its lineage's expiry and revocation,
@@ -268,34 +274,47 @@ class Session(LifecycleTools):
         then reads only what it needs of the task's own row with the head (one seek): a
         cancel or revoke of any ancestor stamps this row too, so the row alone says whether
         the task still stands."""
+        fresh, revoked = self.learn_ancestors()
+        if fresh is None:
+            fresh = self.store.state_at_head(self.task.id)
+        at = round(self.clock.now(), 6)
+        return self.standing_of(fresh, self._reserved(), at, revoked), fresh
+
+    def learn_ancestors(self) -> tuple[CheckState | None, list[bool] | None]:
+        """Know the ancestors before a check; when that took reading the lineage, what it
+        read: the task's state and the revocation of each task on the path."""
         if self._ancestors is None and self.lineages is not None:
             self._ancestors = self.lineages.ancestors(self.task)
-        if self._ancestors is None:
-            head, lineage = self.store.lineage(self.task.id)
-            fresh = CheckState.of(lineage[0], head)
-            self._ancestors = tuple(
-                (t.id, self.company.grant_of(t).expires_at) for t in lineage[1:]
-            )
-            links = self._links([t.revoked for t in lineage])
+        if self._ancestors is not None:
+            return None, None
+        head, lineage = self.store.lineage(self.task.id)
+        self._ancestors = tuple((t.id, self.company.grant_of(t).expires_at) for t in lineage[1:])
+        return CheckState.of(lineage[0], head), [t.revoked for t in lineage]
+
+    def standing_of(
+        self, fresh: CheckState, reserved: int, at: float, revoked: list[bool] | None = None
+    ) -> Standing:
+        """The standing a state gives, once the ancestors are known: no store read, so a
+        checked write may build it inside its transaction (firm/checked.py). `revoked`, each
+        task's on the path when the lineage was just read, names which was revoked."""
+        if revoked is not None and any(revoked):
+            links = self._links(revoked)
+        elif fresh.revoked:
+            links = self._links([True] + [False] * len(self._ancestors or ()))
         else:
-            fresh = self.store.state_at_head(self.task.id)
-            if fresh.revoked:
-                links = self._links([True] + [False] * len(self._ancestors))
-            else:
-                # The usual answer, the same at every check of the session: built once.
-                if self._standing_links is None:
-                    self._standing_links = self._links([False] * (len(self._ancestors) + 1))
-                links = self._standing_links
-        standing = Standing(
+            # The usual answer, the same at every check of the session: built once.
+            if self._standing_links is None:
+                self._standing_links = self._links([False] * (len(self._ancestors or ()) + 1))
+            links = self._standing_links
+        return Standing(
             task_id=self.task_id,
             agent=self.agent_id,
             grant=self.grant,
             lineage=links,
-            tokens_remaining=self._remaining(fresh),
+            tokens_remaining=self._remaining(fresh, reserved),
             checked_seq=fresh.head_seq,
-            checked_at=round(self.clock.now(), 6),
+            checked_at=at,
         )
-        return standing, fresh
 
     def _links(self, revoked: list[bool]) -> tuple[Link, ...]:
         """The task, then its ancestors, each with whether it is revoked."""
@@ -318,7 +337,8 @@ class Session(LifecycleTools):
 
         In order: a session that has ended runs nothing more; the arguments are made canonical
         (or refused); the call's log entry is prepared, so it is known to be recordable; the
-        authority check; only then the body; and the entry is written with its result."""
+        authority check; only then the body; and the entry is written with its result (a
+        call that needs no person: its check and record in one write, firm/checked.py)."""
         name = name if isinstance(name, str) else repr(name)
         tool = self.company.registry.find(name) if len(name) <= MAX_TOOL_NAME else None
         if self.outcome is not None:
@@ -328,6 +348,9 @@ class Session(LifecycleTools):
             # this call's check reads what is left. Other entries still owed ride this
             # call's own write (its start, or its refusal).
             self._flush_delegations()
+        done = checked.attempt(self, tool, arguments)  # None: the rest, below
+        if done is not None:
+            return done
         standing, fresh = self._standing_for(tool)
         if standing.lineage is self._standing_links or not any(
             link.revoked for link in standing.lineage
@@ -347,25 +370,17 @@ class Session(LifecycleTools):
             return self._refuse(tool.name, str(exc))
         denial = self.company.check(standing, tool, args, given)
         if denial is not None:
-            self._log_denial(tool, record, denial)
+            self._write_events([checked.denied(self, record, denial)])
+            checked.after_denial(self, tool, denial)
             return ToolResult(False, f"error: {denial}", denial)
-        if not tool.lifecycle:
-            need = self.company.approval_for(self.task, tool)
-            if need is not None:
-                return self._ask_approval(tool, canonical, record, need)
-        started = None if tool.lifecycle else self._log_started(record)
-        content, ok = self.run_body(tool, args)
-        self._log_call(tool, record, content, ok, started)
-        return ToolResult(ok, content)
-
-    def _log_started(self, record: CallRecord) -> int:
-        """Write-ahead: the call's record is committed before its body runs, so no body runs
-        unrecorded — not even one whose session is killed, or whose store fails, before the
-        result can be written. A store that cannot take the record stops the call here."""
-        (started,) = self._write_events(
-            [(EventKind.TOOL_STARTED, self.task.id, self.agent_id, dict(record.data))]
-        )[-1:]
-        return started.seq
+        if tool.lifecycle:
+            content, ok = self.run_body(tool, args)
+            self._log_call(tool, record, content, ok, None)
+            return ToolResult(ok, content)
+        need = self.company.approval_for(self.task, tool)
+        if need is None:  # a hook that answered otherwise above: checked again, in its write
+            return checked.call(self, tool, args, given, record)
+        return self._ask_approval(tool, canonical, record, need)
 
     def run_body(self, tool: ToolDef, args: dict[str, Any]) -> tuple[str, bool]:
         """The body, after its check; what the model is given back is what the log's digest
@@ -482,18 +497,3 @@ class Session(LifecycleTools):
             # (flush_owed). A crash before then leaves the start unanswered, as a crash
             # during the body does: the next session answers it as interrupted.
             self._deferred.append(entry)
-
-    def _log_denial(self, tool: ToolDef, record: CallRecord, denial: Denial) -> None:
-        data = {
-            **record.data,
-            "allowed": False,
-            "code": denial.code,
-            "reason": recordable.text(denial.reason),
-        }
-        self._write_events([(EventKind.TOOL_DENIED, self.task.id, self.agent_id, data)])
-        if denial.code != "revoked" and self.company.on_denial(self.task, denial):
-            self._revoke(
-                self.task.id,
-                f"{denial.code} on {tool.name} (on_denial: revoke)",
-                "policy",
-            )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from firm.tasks import Outcome, Priority, Status, Task
 
@@ -93,6 +93,7 @@ class SettleResult:
     claimed: list[Task] = field(default_factory=list)  # of those, claimed for the settler
 
 
+V = TypeVar("V")  # what a checked write's decision returns (append_checked)
 EventListener = Callable[[list[Event]], None]
 # Log entries (kind, task_id, agent, data) a caller asks a write to append with its own.
 PendingEvents = Sequence[tuple[str, str | None, str | None, dict[str, Any]]]
@@ -216,6 +217,12 @@ class Store(Protocol):
         with_cancels: bool = False,
     ) -> list[Event]: ...
     def last_seq(self) -> int: ...
+    def append_checked(
+        self,
+        task_id: str,
+        owed: PendingEvents,
+        decide: Callable[[CheckState], tuple[V, PendingEvents]],
+    ) -> tuple[V, list[Event]]: ...
     def event_span(self, task_ids: Iterable[str]) -> tuple[int, int] | None: ...
     def wait_for_change(self, after_seq: int, timeout: float) -> bool: ...
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import bindparam, func, select
 
 from firm.errors import TaskNotFound
@@ -17,8 +19,8 @@ from firm.tasks import Status, Task
 T = schema.tasks
 
 # What a check reads of its task's row, with the log's head in the same statement (one
-# snapshot): the check before each tool call but a session's first (see state_at_head).
-_STATE_AT_HEAD = select(
+# snapshot): a lifecycle call's check, and a tool call's inside its own write (checked.py).
+STATE_AT_HEAD = select(
     select(schema.chain_head.c.seq)
     .where(schema.chain_head.c.id == 1)
     .scalar_subquery()
@@ -64,11 +66,7 @@ class Reads(TaskTree):
         stamp every row of the subtree they end, so an ancestor's revocation or cancel shows
         on this row too, and grants (hence expiries) do not change once a task exists.
         """
-        row = self._select(_STATE_AT_HEAD, {"id": task_id}).first()
-        if row is None:
-            raise TaskNotFound(task_id)
-        head, status, revoked, worker_id, used = row
-        return CheckState(head, STATUS[status], bool(revoked), worker_id, used or 0)
+        return check_state(task_id, self._select(STATE_AT_HEAD, {"id": task_id}).first())
 
     @retrying
     def children(self, task_id: str) -> list[Task]:
@@ -168,6 +166,14 @@ class Reads(TaskTree):
             for root, s, is_held, n in conn.execute(q):
                 _tally(out.setdefault(root, {}), s, is_held, n)
         return out
+
+
+def check_state(task_id: str, row: Any) -> CheckState:
+    """A CheckState from a row of STATE_AT_HEAD; TaskNotFound when there was none."""
+    if row is None:
+        raise TaskNotFound(task_id)
+    head, status, revoked, worker_id, used = row
+    return CheckState(head, STATUS[status], bool(revoked), worker_id, used or 0)
 
 
 def _tally(out: dict[str, int], status: str, is_held: bool, n: int) -> None:

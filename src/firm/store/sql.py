@@ -20,11 +20,13 @@ SqlStore is composed of one part per concern, each a module of its own:
 - notes.py       notes people leave on tasks (entries of the log)
 - eventlog.py    appending to the event log, reading it, waiting for it, its head
 - reads.py       tasks, lineage, children, subtrees, listings, counts
+- checked.py     a tool call's check and its record, in one write
 """
 
 from __future__ import annotations
 
 from firm.store.cancel import Cancellation
+from firm.store.checked import CheckedWrites
 from firm.store.connection import sqlite_url
 from firm.store.delegation import Delegation
 from firm.store.eventlog import EventLog
@@ -35,7 +37,9 @@ from firm.store.reads import Reads
 from firm.store.runspecs import Runs
 
 
-class SqlStore(Runs, Delegation, Leases, Questions, Notes, Cancellation, EventLog, Reads):
+class SqlStore(
+    Runs, Delegation, Leases, Questions, Notes, Cancellation, CheckedWrites, EventLog, Reads
+):
     """The Store protocol over SQLAlchemy Core."""
 
 
