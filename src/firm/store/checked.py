@@ -2,11 +2,16 @@
 
 The write reads the task's row with the log's head (the facts `Reads.state_at_head` gives),
 hands them to the caller's decision — the authority check, in memory — and appends what it
-decided, the call's start or its denial, after the entries the session owes. The state is
-read under the write lock (on SQLite the writer's own connection, whose page cache outlives
-its commits; on PostgreSQL the row is locked until the commit, so nothing that would change
-the decision — a cancel, a revocation, a re-claim — can commit between the check and its
-record), and the call costs one transaction instead of a read and a write.
+decided, the call's start or its denial, after the entries the session owes: one transaction
+instead of a read and a write. On SQLite the state is read under the write lock, on the
+writer's own connection (whose page cache outlives its commits; a read beside a busy writer
+takes a pooled connection whose cache the last commit dropped). On PostgreSQL it is one
+statement, so one snapshot of the row and the head, as `state_at_head` reads them; the row is
+not locked. A lock would hold nothing a user relies on — the body runs after the commit, and
+a cancel may land at any moment of it, as before; the settle is what refuses a task lost
+meanwhile — and it would put a row lock in every tool call's write, which a whole group's
+commit then waits behind (a subtree's cancel by another worker holds its rows until it
+commits) and which can close a cycle with another worker's settle of a child.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from firm.store import schema
 from firm.store.base import CheckState, Event, PendingEvents
 from firm.store.connection import SqlBase
 from firm.store.prepared import run
@@ -22,10 +26,6 @@ from firm.store.reads import STATE_AT_HEAD, check_state
 from firm.store.retry import retrying
 
 V = TypeVar("V")
-
-# PostgreSQL: the row locked as every write that changes a task locks it (FOR UPDATE), the
-# head read in the same statement; the head's own lock is taken at the commit, last, as ever.
-_STATE_LOCKED = STATE_AT_HEAD.with_for_update(of=schema.tasks)
 
 
 class CheckedWrites(SqlBase):
@@ -43,8 +43,8 @@ class CheckedWrites(SqlBase):
         write there is refused), and it may run more than once: a transient error re-runs
         the whole write."""
         with self._write() as tx:
-            stmt = _STATE_LOCKED if tx.locking else STATE_AT_HEAD
-            state = check_state(task_id, run(tx.conn, stmt, {"id": task_id}).first())
+            row = run(tx.conn, STATE_AT_HEAD, {"id": task_id}).first()
+            state = check_state(task_id, row)
             verdict, entries = decide(state)
             if entries:
                 tx.pending.extend(owed)
