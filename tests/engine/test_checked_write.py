@@ -141,7 +141,9 @@ def test_a_granted_call_reads_its_task_inside_the_write_that_records_it(
     assert sum(1 for _, s in statements if "FROM tasks" in s) == 1
     first, second = [e for e in events if e.kind == EventKind.TOOL_STARTED]
     # The first call's result, owed, rode the second call's start: one write, in call order.
-    (answered,) = [e for e in events if e.kind == EventKind.TOOL_CALL and first.seq < e.seq < second.seq]
+    (answered,) = [
+        e for e in events if e.kind == EventKind.TOOL_CALL and first.seq < e.seq < second.seq
+    ]
     assert answered.data["started_seq"] == first.seq
     assert answered.seq == second.seq - 1
     # Its check read the head just before that write: nothing came between.
