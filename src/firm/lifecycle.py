@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,7 +23,7 @@ from firm.clock import Clock
 from firm.errors import TaskNotHeld, ToolError
 from firm.lineages import Chain, Lineages
 from firm.org import AgentSpec, ApprovalNeed, OrgChart
-from firm.store.base import CheckState, Event, NewTask, Store
+from firm.store.base import CheckState, DelegateResult, Event, NewTask, Store
 from firm.store.plans import plan_id, plan_of_turn
 from firm.store.questions import question_outcome
 from firm.tasks import Outcome, Priority, Status, Task, delegation_key, subtask_id
@@ -75,6 +75,9 @@ class LifecycleTools(ToolContext):
     cancel_reason: str | None
     awaiting: list[str]
     lineages: Lineages | None
+    # What writes the delegations, when not the store's delegate_many: an engine's, which
+    # also starts the new subtasks in its free slots (engine/delegated.py).
+    write_delegations: Callable[..., list[DelegateResult]] | None = None
     _cancel: threading.Event
     # Log entries of lifecycle calls (delegate, complete, fail). Their effect is written by
     # a later store transaction — the delegation or the settle — so their entries ride in
@@ -226,10 +229,9 @@ class LifecycleTools(ToolContext):
         return plan_id(self.task.id, self.task.turn)
 
     def _delegate_now(self, items: list[tuple[PendingEntries, NewTask]]) -> list[str]:
+        write = self.write_delegations or self.store.delegate_many
         try:
-            results = self.store.delegate_many(
-                self.task.id, self.task.turn, items, worker_id=self.worker_id
-            )
+            results = write(self.task.id, self.task.turn, items, worker_id=self.worker_id)
         except TaskNotHeld as exc:
             raise self.lost_task(exc) from None
         return [r.task.id for r in results]

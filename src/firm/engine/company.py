@@ -7,18 +7,23 @@ audit verifier would catch it).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from firm.authority.policy import AuthorityPolicy
 from firm.brains import Brain, make_brain
+from firm.errors import FirmError
 from firm.org import OrgChart, parse_org
 from firm.store.base import RunSpec
 from firm.tools.builtin import FILE_TOOLS, LIFECYCLE_TOOLS
 from firm.tools.registry import ToolRegistry
 from firm.tools.sources import ToolSource, close_sources, open_sources, sources_for
 from firm.tools.workspace import Workspace
+
+log = logging.getLogger("firm.engine")
 
 
 def build_registry(
@@ -106,3 +111,16 @@ def _options_for(name: str, run: RunSpec) -> dict[str, Any]:
     if name in _MODEL_BRAINS and run.brain in _MODEL_BRAINS:
         return dict(run.brain_options)
     return {}
+
+
+def close_companies(companies: Iterable[Company]) -> None:
+    """Close companies' tool sources, each set once (a run's companies share them)."""
+    seen: set[int] = set()
+    for company in companies:
+        if id(company.sources) in seen:
+            continue
+        seen.add(id(company.sources))
+        try:
+            company.close()
+        except FirmError as exc:
+            log.warning("%s", exc)

@@ -30,12 +30,13 @@ from firm.audit.checkpoint import Checkpointer
 from firm.authority.grants import GrantRequest
 from firm.brains import Brain
 from firm.clock import SYSTEM_CLOCK, Clock
-from firm.engine.company import Company
+from firm.engine.company import Company, close_companies
+from firm.engine.delegated import DelegationStarts
 from firm.engine.interrupted import is_first_session
 from firm.engine.notewatch import NoteWatch
 from firm.engine.opening import open_session
 from firm.engine.runs import prepare_run
-from firm.engine.slots import SessionThreads
+from firm.engine.slots import SessionThreads, Slots
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
 from firm.events import ENDINGS, TO_TODO, EventKind
@@ -86,9 +87,9 @@ class Engine:
         self.recover_every = recover_every or max(heartbeat, lease_seconds / 2)
         self._brain_override = brain
         self._pool = SessionThreads(max_concurrent)
-        self._running: dict[str, threading.Event] = {}
+        self._slots = Slots(max_concurrent)  # what runs, and what claims in flight hold
+        self._running, self._running_lock = self._slots.running, self._slots.lock
         self._settling: set[str] = set()  # sessions ended here, their outcome being written
-        self._running_lock = threading.Lock()
         self._companies: dict[str, Company] = {}
         self._companies_lock = threading.Lock()
         self._nudge = threading.Event()
@@ -103,6 +104,10 @@ class Engine:
         self._watched: set[str] = set()
         self._ended: set[str] = set()  # watched roots whose ending this process committed
         self._stop = threading.Event()
+        # A reply's delegations claim, in their commit, what this engine starts at once.
+        self.delegations = DelegationStarts(
+            self, self._slots, self._launch, self._stop, self._nudge
+        )
         self._thread: threading.Thread | None = None
         self._recheck = threading.Event()  # a cancel too big to list: check running tasks
         self.notewatch = NoteWatch()  # which sessions need not read their task's notes
@@ -205,15 +210,7 @@ class Engine:
         with self._companies_lock:
             companies = list(self._companies.values())
             self._companies.clear()
-        seen: set[int] = set()
-        for company in companies:
-            if id(company.sources) in seen:
-                continue
-            seen.add(id(company.sources))
-            try:
-                company.close()
-            except FirmError as exc:
-                log.warning("%s", exc)
+        close_companies(companies)
 
     def abandon(self) -> None:
         """Stop the way a killed process does: no more claims, lease renewals or hand-backs,
@@ -343,10 +340,7 @@ class Engine:
 
     def _free_slots(self) -> int:
         """Sessions this engine could still start (how many new tasks a NOTIFY may wake it for)."""
-        if self._stop.is_set():
-            return 0
-        with self._running_lock:
-            return self.max_concurrent - len(self._running)
+        return 0 if self._stop.is_set() else self._slots.free()
 
     def _on_signal(self, signal: StoreSignal) -> None:
         """A commit by any process (PostgreSQL NOTIFY): new work to claim, sessions to stop."""
@@ -379,9 +373,6 @@ class Engine:
         backoff = 0.0
         while not self._stop.is_set():
             self._nudge.clear()
-            with self._running_lock:
-                free = self.max_concurrent - len(self._running)
-            claimed: list[Task] = []
             try:
                 if time.monotonic() - last_renew > self.lease_seconds / 3:
                     self._renew()
@@ -396,15 +387,7 @@ class Engine:
                 if self._recheck.is_set():
                     self._recheck.clear()
                     self._stop_lost()
-                if free > 0:
-                    # Cleared only by a claim that has room: a todo task it leaves behind
-                    # is one a freed slot's settle or claim round must still see.
-                    self._todo_news = False
-                    claimed = self.store.claim(
-                        self.worker_id, free, self.lease_seconds, self.global_limit
-                    )
-                    self.claims += 1
-                    self.empty_claims += not claimed
+                free, claimed = self._claim()
                 backoff = 0.0
             except Exception:
                 # A store hiccup (a lost connection, a locked file) must not kill the engine.
@@ -412,13 +395,26 @@ class Engine:
                 backoff = min(max(backoff * 2, 0.1), 5.0)
                 self._stop.wait(backoff)
                 continue
-            for task in claimed:
-                self._launch(task)
-            if claimed and len(claimed) < free and not self._settle_looks:
+            if claimed and claimed < free and not self._settle_looks:
                 # There may be more (PostgreSQL skips rows other transactions hold): claim
                 # again before sleeping. SQLite's claim takes all there is.
                 continue
             self._nudge.wait(self.heartbeat)
+
+    def _claim(self) -> tuple[int, int]:
+        """A claim round for the free slots, its tasks started; returns (room, claimed)."""
+        with self._slots.hold(self.max_concurrent) as free:
+            if free <= 0:
+                return 0, 0
+            # Cleared only by a claim that has room: a todo task it leaves behind is one a
+            # freed slot's settle or claim round must still see.
+            self._todo_news = False
+            claimed = self.store.claim(self.worker_id, free, self.lease_seconds, self.global_limit)
+            self.claims += 1
+            self.empty_claims += not claimed
+            for task in claimed:
+                self._launch(task)
+        return free, len(claimed)
 
     def _renew(self) -> None:
         """Heartbeat: extend the leases of the sessions running here, and only those (a task
@@ -439,11 +435,14 @@ class Engine:
         with self._running_lock:
             self._running[task.id] = ev
             self.peak_running = max(self.peak_running, len(self._running))
+        if self._stop.is_set():
+            return  # left in _running unstarted, for stop() to hand back with the rest
         try:
             self._pool.submit(lambda: self._work(task, ev))
-        except RuntimeError:  # the pool is shutting down: leave the task for recovery
+        except RuntimeError:  # no thread to run it on: claimed, not started, so handed back
             with self._running_lock:
                 self._running.pop(task.id, None)
+            self._hand_back(task.id, "its worker could not start it; it will be re-run")
 
     def _work(self, task: Task, cancel: threading.Event) -> None:
         # A settle that wakes a task (a manager whose last report this was) claims it for
@@ -529,6 +528,7 @@ class Engine:
                 clock=self.clock,
                 lineages=self.lineages,
             )
+            session.write_delegations = self.delegations  # engine/delegated.py
             session.brief = open_session(session, company.org, first, self.notewatch)
             text = company.brain_for(task.assignee).run(session)
             stopping = cancel.is_set() and self._stop.is_set()

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger("firm.engine")
 
@@ -87,3 +88,33 @@ class SessionThreads:
             finally:
                 with self._lock:
                     self._busy -= 1
+
+
+class Slots:
+    """The engine's concurrency limit: the sessions it runs, and the slots held by claims whose
+    commit has not come back yet. A claim takes its slots before its write (the scheduler's
+    round, a delegation's claim on a session thread) and gives back what it did not start, so
+    two claims in flight at once cannot each count the same free slot."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.lock = threading.Lock()
+        self.running: dict[str, threading.Event] = {}
+        self._held = 0
+
+    def free(self) -> int:
+        with self.lock:
+            return self.size - len(self.running) - self._held
+
+    @contextmanager
+    def hold(self, most: int) -> Iterator[int]:
+        """Hold up to `most` free slots for the block, which starts what it claimed (each
+        task entered in `running`) before the slots are let go."""
+        with self.lock:
+            held = max(0, min(most, self.size - len(self.running) - self._held))
+            self._held += held
+        try:
+            yield held
+        finally:
+            with self.lock:
+                self._held -= held

@@ -130,6 +130,16 @@ class Store(Protocol):
         items: Sequence[tuple[PendingEvents, NewTask]],
         worker_id: str | None = None,
     ) -> list[DelegateResult]: ...
+    def delegate_and_claim(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str,
+        limit: int,
+        lease_seconds: float,
+        global_limit: int | None = None,
+    ) -> tuple[list[DelegateResult], list[Task]]: ...
     def claim(
         self, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None
     ) -> list[Task]: ...

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -17,6 +18,7 @@ from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
 from firm.store.handover import claim_next
+from firm.store.leases import claim_top
 from firm.store.plans import open_plan
 from firm.store.prepared import run
 from firm.store.retry import retrying
@@ -67,6 +69,35 @@ class Delegation(TaskTree):
         model reply): each item's entries, then its `delegated` entry, in order, so the log
         reads as if they had been written one by one. Each is idempotent as delegate() is;
         if the parent is no longer held, nothing new is written (TaskNotHeld)."""
+        return self._delegate(parent_id, turn, items, worker_id, None)[0]
+
+    @retrying
+    def delegate_and_claim(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str,
+        limit: int,
+        lease_seconds: float,
+        global_limit: int | None = None,
+    ) -> tuple[list[DelegateResult], list[Task]]:
+        """delegate_many, and in the same transaction the claim a scheduler would make next
+        for `worker_id`'s free slots: up to `limit` tasks, no more than it created, from the
+        head of the queue within the store's cap, so the subtasks start without a claim of
+        their own and never ahead of waiting work of a higher priority (which is claimed
+        instead, in its order). Returns the results and the tasks claimed."""
+        claim = _Claim(worker_id, limit, lease_seconds, global_limit)
+        return self._delegate(parent_id, turn, items, worker_id, claim)
+
+    def _delegate(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str | None,
+        claim: _Claim | None,
+    ) -> tuple[list[DelegateResult], list[Task]]:
         keys = [delegation_key(parent_id, turn, new.assignee, new.title) for _, new in items]
         for _ in range(2):
             try:
@@ -108,13 +139,21 @@ class Delegation(TaskTree):
                         )
                         results.append(DelegateResult(task, created=True))
                     self._insert_rows(tx, new_rows)
-                return results
+                    # The claim comes after the rows (they are in the queue it reads) and
+                    # its `started` entries after their `delegated` ones, as a claim's would.
+                    room = min(claim.limit, len(new_rows)) if claim is not None else 0
+                    claimed = (
+                        claim_top(tx, claim.worker_id, room, claim.lease_seconds, claim.cap)
+                        if claim is not None and room > 0
+                        else []
+                    )
+                return results, claimed
             except IntegrityError:
                 continue  # lost a race to an identical delegation: read the winner's rows
         with self._read() as conn:
             rows = conn.execute(select(T).where(T.c.dedupe_key.in_(keys))).all()
         by_key = {row.dedupe_key: task_from_row(row) for row in rows}
-        return [DelegateResult(by_key[key], created=False) for key in keys]
+        return [DelegateResult(by_key[key], created=False) for key in keys], []
 
     @retrying
     def settle(
@@ -232,6 +271,15 @@ class Delegation(TaskTree):
                     completion_tokens=T.c.completion_tokens + completion_tokens,
                 )
             )
+
+
+class _Claim(NamedTuple):
+    """A delegation's claim for its worker: how many slots it has, the lease, the cap."""
+
+    worker_id: str
+    limit: int
+    lease_seconds: float
+    cap: int | None
 
 
 def _check_held(parent: Task, worker_id: str | None) -> None:
