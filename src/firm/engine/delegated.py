@@ -74,7 +74,8 @@ class DelegationStarts:
             # Each enters the running sessions before the held slots are let go.
             for task in claimed:
                 self.launch(task)
-            self.started += len(claimed)
+            with self.slots.lock:  # several session threads may be delegating at once
+                self.started += len(claimed)
         if len(claimed) < room:
             # Slots it held and did not fill: a claim round refused for want of them while
             # they were held may have left work in the queue.
