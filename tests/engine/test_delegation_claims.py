@@ -107,6 +107,18 @@ def test_it_claims_within_the_stores_cap(store: SqlStore) -> None:
     assert len(more) == 1
 
 
+def test_a_claim_takes_no_more_than_the_stores_cap_leaves(store: SqlStore) -> None:
+    # On SQLite the cap is read inside the claim's own statement (queries.CLAIM_TOP_CAPPED).
+    goals = [store.create_run(RUN, NewTask(f"Goal {i}", "", "ceo", "user")) for i in range(5)]
+    store.set_max_running(2)
+    assert [t.id for t in store.claim("a", 5, 30)] == [g.id for g in goals[:2]]
+    assert store.claim("b", 5, 30) == []  # the cap is reached, whoever claims
+    store.set_max_running(4)
+    assert [t.id for t in store.claim("b", 5, 30)] == [g.id for g in goals[2:4]]
+    store.set_max_running(None)
+    assert [t.id for t in store.claim("b", 5, 30)] == [goals[4].id]
+
+
 def test_waiting_work_of_a_higher_priority_takes_the_slot_instead(store: SqlStore) -> None:
     root = held_root(store)
     urgent = store.create_run(RUN, NewTask("Urgent", "", "ceo", "user", priority=Priority.URGENT))

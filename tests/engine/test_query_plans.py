@@ -64,6 +64,8 @@ def plan(store: SqlStore, stmt: ClauseElement) -> list[str]:
     [
         (Q.CLAIM_PICK, "ix_tasks_claim"),
         (Q.CLAIM_TOP, "ix_tasks_claim"),
+        (Q.CLAIM_TOP_CAPPED, "ix_tasks_claim"),
+        (Q.CLAIM_TOP_CAPPED, "ix_tasks_open"),  # the running sessions, under a cap
         (AHEAD_OF_ONE, "ix_tasks_claim"),
         (Q.WAKE, "ix_tasks_parent_open"),
         (Q.OPEN_CHILDREN, "ix_tasks_parent_open"),

@@ -4,9 +4,10 @@ their leases, and recovery takes back tasks whose worker died or whose lease exp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, or_, select, update
+from sqlalchemy import Row, delete, exists, func, insert, or_, select, update
 
 from firm.errors import StoreError
 from firm.events import EventKind
@@ -47,6 +48,11 @@ def claim_top(
 ) -> list[Task]:
     """Claim up to `limit` todo tasks, in claim order, for `worker_id` inside `tx`, within
     the store-wide cap (read from `meta` unless `global_limit` is given)."""
+    lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}
+    if global_limit is None and not tx.locking:
+        # SQLite, the store's own cap: read inside the claim's one statement.
+        rows = run(tx.conn, Q.CLAIM_TOP_CAPPED, {"p_limit": limit, **lease}).all()
+        return _started(tx, rows, worker_id)
     if global_limit is None:  # the store's own cap (firm db limit), if one is set
         stored = run(tx.conn, Q.MAX_RUNNING).scalar()
         global_limit = int(stored) if stored is not None else None
@@ -59,7 +65,6 @@ def claim_top(
         limit = min(limit, global_limit - running)
         if limit <= 0:
             return []
-    lease = {"p_worker": worker_id, "p_lease": tx.now + lease_seconds, "p_now": tx.now}
     if tx.locking:
         ids = list(run(tx.conn, Q.CLAIM_PICK_SKIP_LOCKED, {"p_limit": limit}).scalars())
         if not ids:
@@ -67,6 +72,11 @@ def claim_top(
         rows = tx.conn.execute(Q.CLAIM, {"p_ids": ids, **lease}).all()
     else:
         rows = run(tx.conn, Q.CLAIM_TOP, {"p_limit": limit, **lease}).all()
+    return _started(tx, rows, worker_id)
+
+
+def _started(tx: Tx, rows: Sequence[Row[Any]], worker_id: str) -> list[Task]:
+    """The claimed rows as tasks in claim order, each with its `started` entry emitted."""
     claimed = sorted(
         (task_from_row(r) for r in rows), key=lambda t: (-t.priority, t.created_at, t.id)
     )

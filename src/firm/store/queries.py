@@ -212,6 +212,29 @@ ROOM_FOR_ONE = func.coalesce(
     true(),
 )
 
+# SQLite: a claim of up to p_limit cut to the room the store's cap leaves, in the claim's own
+# statement (its pick's LIMIT), as ROOM_FOR_ONE is for one: without a cap the limit is
+# p_limit and nothing is counted. A claim otherwise reads the cap, and then the running
+# sessions, in statements of their own first.
+ROOM_UNDER_CAP = func.max(
+    0,
+    func.min(
+        bindparam("p_limit"),
+        func.coalesce(
+            select(cast(schema.meta.c.value, Integer) - RUNNING_COUNT.scalar_subquery())
+            .where(schema.meta.c.key == "max_running")
+            .scalar_subquery(),
+            bindparam("p_limit"),
+        ),
+    ),
+)
+CLAIM_TOP_CAPPED = (
+    update(T)
+    .where(T.c.id.in_(CLAIM_PICK.limit(ROOM_UNDER_CAP).scalar_subquery()))
+    .values(CLAIMED)
+    .returning(*T.c)
+)
+
 # --- the chain -----------------------------------------------------------------------------
 
 CHAIN_HEAD = select(HEAD.c.seq, HEAD.c.hash).where(HEAD.c.id == 1)
