@@ -18,7 +18,7 @@ a budgeted task's reserved tokens are read before the write, as a check read the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from firm.audit import recordable
 from firm.authority.check import Denial
@@ -38,17 +38,23 @@ if TYPE_CHECKING:
 Entry = tuple[str, str | None, str | None, dict[str, Any]]
 
 
-class _Place(NamedTuple):
+class _Place:
     """Where a check will stand before it has read the head: its time, a seq to replace."""
 
-    checked_seq: int
-    checked_at: float
+    __slots__ = ("checked_at", "checked_seq")
+
+    def __init__(self, checked_seq: int, checked_at: float):
+        self.checked_seq = checked_seq
+        self.checked_at = checked_at
 
 
-class _Verdict(NamedTuple):
-    denial: Denial | None
-    fresh: CheckState
-    record: CallRecord | None  # None: the session lost its task, and nothing was written
+class _Verdict:
+    __slots__ = ("denial", "fresh", "record")
+
+    def __init__(self, denial: Denial | None, fresh: CheckState, record: CallRecord | None):
+        self.denial = denial
+        self.fresh = fresh
+        self.record = record  # None: the session lost its task, and nothing was written
 
 
 def attempt(
