@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -13,19 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from firm.brains.simulation import SimulationBrain
 from firm.engine import Engine
 from firm.engine.workers import worker_alive
 from firm.errors import TaskNotHeld
 from firm.events import transition_problems
 from firm.org import parse_org
-from firm.session import Session
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store.base import PendingEvents
 from firm.store.notify import payload
 from firm.tasks import Outcome, Priority, Status, Task
-from firm.testing import FunctionBrain
 from tests.support import SUBPROCESS_GUARD, firm_cli
+from tests.support.brains import PeakCount, slow_reports
 
 from .test_crash_safety import start
 
@@ -192,28 +189,12 @@ def test_an_engine_starts_no_more_reports_than_it_has_slots(
     sqlite_store: SqlStore, tmp_path: Path
 ) -> None:
     store = sqlite_store
-    running = 0
-    peak = 0
-    lock = threading.Lock()
-    sim = SimulationBrain(latency=0.05)
-
-    def counted(session: Session) -> str | None:
-        nonlocal running, peak
-        with lock:
-            running += 1
-            peak = max(peak, running)
-        try:
-            return sim.run(session)
-        finally:
-            with lock:
-                running -= 1
-
-    brain = FunctionBrain({}, default=counted)
-    with Engine(store, max_concurrent=3, heartbeat=30, brain=brain) as engine:
+    counter = PeakCount()
+    with Engine(store, max_concurrent=3, heartbeat=30, brain=counter.brain) as engine:
         root = engine.submit(TEAM, "Ship it", workspace=tmp_path / "ws")
         done = engine.run_until(root.id, timeout=60)
     assert done.status == Status.DONE
-    assert peak <= 3 and engine.peak_running <= 3
+    assert counter.peak <= 3 and engine.peak_running <= 3
     log = store.events_after(0, limit=1000)
     (commit,) = {e.ts for e in log if e.kind == "delegated"}
     # The CEO held one slot of three: two reports started with the delegation, and the
@@ -226,12 +207,7 @@ def test_an_engine_stopping_hands_back_reports_its_delegation_claimed(
     sqlite_store: SqlStore, tmp_path: Path
 ) -> None:
     store = sqlite_store
-    quick, slow = SimulationBrain(), SimulationBrain(latency=60)
-
-    def run(session: Session) -> str | None:
-        return (slow if session.agent_id.startswith("e") else quick).run(session)
-
-    engine = Engine(store, max_concurrent=6, heartbeat=30, brain=FunctionBrain({}, default=run))
+    engine = Engine(store, max_concurrent=6, heartbeat=30, brain=slow_reports())
     try:
         root = engine.submit(TEAM, "Ship it", workspace=tmp_path / "ws")
         engine.start()

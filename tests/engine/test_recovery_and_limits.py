@@ -21,6 +21,7 @@ from firm.store import NewTask, RunSpec, SqlStore
 from firm.store.schema import tasks
 from firm.tasks import Outcome, Status
 from firm.testing import FunctionBrain
+from tests.support.brains import PeakCount
 
 RUN = RunSpec("", "<test>", "simulation", {}, "/tmp/unused")
 
@@ -140,27 +141,10 @@ def test_the_concurrency_limit_holds_under_load(
         f"  - {{id: w{i}, name: W{i}, title: Engineer, reports_to: boss}}" for i in range(12)
     )
     org = org_factory(f"company: Wide\nagents:\n  - {{id: boss, name: B, title: CTO}}\n{agents}\n")
-    running = 0
-    peak = 0
-    lock = threading.Lock()
-    sim = SimulationBrain(latency=0.05)
-
-    def counted(session: Session) -> str | None:
-        nonlocal running, peak
-        with lock:
-            running += 1
-            peak = max(peak, running)
-        try:
-            return sim.run(session)
-        finally:
-            with lock:
-                running -= 1
-
-    with Engine(
-        store, max_concurrent=3, heartbeat=0.2, brain=FunctionBrain({}, default=counted)
-    ) as engine:
+    counter = PeakCount()
+    with Engine(store, max_concurrent=3, heartbeat=0.2, brain=counter.brain) as engine:
         roots = [engine.submit(org, f"Goal {i}", workspace=tmp_path / "ws") for i in range(3)]
         for r in roots:
             assert engine.run_until(r.id, timeout=60).status == Status.DONE
-    assert peak == 3  # the limit is reached under load ...
+    assert counter.peak == 3  # the limit is reached under load ...
     assert engine.peak_running == 3  # ... and never exceeded

@@ -7,13 +7,11 @@ import threading
 import time
 from pathlib import Path
 
-from firm.brains.simulation import SimulationBrain
 from firm.engine import Engine
 from firm.org import parse_org
-from firm.session import Session
 from firm.store import SqlStore, open_store
 from firm.tasks import Status
-from firm.testing import FunctionBrain
+from tests.support.brains import slow_reports
 
 TEAM = parse_org(
     "company: T\nagents:\n  - {id: ceo, name: C, title: CEO}\n"
@@ -53,13 +51,7 @@ def test_stop_hands_running_sessions_back_and_ends_every_session_thread(
     store: SqlStore, tmp_path: Path
 ) -> None:
     before = set(session_threads())
-    quick, slow = SimulationBrain(), SimulationBrain(latency=60)
-
-    def run(session: Session) -> str | None:
-        # The reports think for a minute: still running when the engine stops.
-        return (slow if session.agent_id.startswith("e") else quick).run(session)
-
-    engine = Engine(store, max_concurrent=6, heartbeat=30, brain=FunctionBrain({}, default=run))
+    engine = Engine(store, max_concurrent=6, heartbeat=30, brain=slow_reports())
     try:
         root = engine.submit(TEAM, "Ship it", workspace=tmp_path / "ws")
         engine.start()

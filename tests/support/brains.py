@@ -1,0 +1,43 @@
+"""Brains the engine tests share: one that counts the sessions running at once, and one whose
+reports think long enough to still be running when a test stops the engine."""
+
+from __future__ import annotations
+
+import threading
+
+from firm.brains.simulation import SimulationBrain
+from firm.session import Session
+from firm.testing import FunctionBrain
+
+
+class PeakCount:
+    """The simulation brain at `latency`, counting its sessions: `peak` is the most that
+    were running at once."""
+
+    def __init__(self, latency: float = 0.05):
+        self.running = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+        self._sim = SimulationBrain(latency=latency)
+        self.brain = FunctionBrain({}, default=self._run)
+
+    def _run(self, session: Session) -> str | None:
+        with self._lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            return self._sim.run(session)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def slow_reports() -> FunctionBrain:
+    """Managers act at once; the reports (agents whose id starts with "e") think for a
+    minute, so they are still running when the test stops the engine."""
+    quick, slow = SimulationBrain(), SimulationBrain(latency=60)
+
+    def run(session: Session) -> str | None:
+        return (slow if session.agent_id.startswith("e") else quick).run(session)
+
+    return FunctionBrain({}, default=run)
