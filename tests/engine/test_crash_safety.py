@@ -13,9 +13,10 @@ from collections import Counter
 from pathlib import Path
 
 from firm.events import transition_problems
-from firm.store import open_store
+from firm.store import SqlStore, open_store
 from firm.tasks import Status
 from tests.support import SUBPROCESS_GUARD, firm_cli
+from tests.support.watch import wait_in_store
 
 ORG = """\
 company: Crashy
@@ -46,20 +47,12 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 
 def first_kill_after_delegation(db: Path) -> None:
     """Wait until some manager is in the first turn of its session and has delegated."""
-    deadline = time.monotonic() + SUBPROCESS_GUARD
-    while not db.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    store = open_store(db)
-    try:
-        while True:
-            busy = [t for t in store.list_tasks(status="in_progress") if t.turn == 0]
-            if any(store.children(t.id) for t in busy):
-                return
-            assert time.monotonic() < deadline, "no manager ever delegated"
-            time.sleep(0.01)
-    finally:
-        store.close()
+
+    def delegated(store: SqlStore) -> bool:
+        busy = [t for t in store.list_tasks(status="in_progress") if t.turn == 0]
+        return any(store.children(t.id) for t in busy)
+
+    wait_in_store(db, delegated, "no manager ever delegated")
 
 
 def test_killed_runs_resume_to_the_same_tree_with_nothing_lost_or_done_twice(

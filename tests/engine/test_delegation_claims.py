@@ -16,26 +16,18 @@ from firm.engine import Engine
 from firm.engine.workers import worker_alive
 from firm.errors import TaskNotHeld
 from firm.events import transition_problems
-from firm.org import parse_org
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store.base import PendingEvents
 from firm.store.notify import payload
 from firm.tasks import Outcome, Priority, Status, Task
-from tests.support import SUBPROCESS_GUARD, firm_cli
-from tests.support.brains import PeakCount, slow_reports
+from tests.support import firm_cli
+from tests.support.brains import TEAM, PeakCount, slow_reports
+from tests.support.watch import wait_in_store
 
 from .test_crash_safety import start
 
 RUN = RunSpec(
     org_yaml="", org_source="<test>", brain="simulation", brain_options={}, workspace="/tmp/unused"
-)
-TEAM = parse_org(
-    "company: T\nagents:\n  - {id: ceo, name: C, title: CEO}\n"
-    + "".join(
-        f"  - {{id: e{i}, name: E{i}, title: Backend Engineer, reports_to: ceo}}\n"
-        for i in range(4)
-    ),
-    "<test>",
 )
 
 
@@ -274,22 +266,12 @@ def test_a_kill_after_the_delegations_commit_loses_nothing(tmp_path: Path) -> No
 
 def claimed_with_delegation(db: Path, n: int) -> None:
     """Wait until n tasks are running that were claimed in their delegation's commit."""
-    deadline = time.monotonic() + SUBPROCESS_GUARD
-    while not db.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    store = open_store(db)
-    try:
-        while True:
-            log = store.events_after(0, 10_000)
-            made = {e.task_id: e.ts for e in log if e.kind == "delegated"}
-            with_it = {
-                e.task_id for e in log if e.kind == "started" and made.get(e.task_id) == e.ts
-            }
-            running = {t.id for t in store.list_tasks(status="in_progress")}
-            if len(with_it & running) >= n:
-                return
-            assert time.monotonic() < deadline, "the reports never started with their delegation"
-            time.sleep(0.01)
-    finally:
-        store.close()
+
+    def started_with_it(store: SqlStore) -> bool:
+        log = store.events_after(0, 10_000)
+        made = {e.task_id: e.ts for e in log if e.kind == "delegated"}
+        with_it = {e.task_id for e in log if e.kind == "started" and made.get(e.task_id) == e.ts}
+        running = {t.id for t in store.list_tasks(status="in_progress")}
+        return len(with_it & running) >= n
+
+    wait_in_store(db, started_with_it, "the reports never started with their delegation")

@@ -8,19 +8,9 @@ import time
 from pathlib import Path
 
 from firm.engine import Engine
-from firm.org import parse_org
 from firm.store import SqlStore, open_store
 from firm.tasks import Status
-from tests.support.brains import slow_reports
-
-TEAM = parse_org(
-    "company: T\nagents:\n  - {id: ceo, name: C, title: CEO}\n"
-    + "".join(
-        f"  - {{id: e{i}, name: E{i}, title: Backend Engineer, reports_to: ceo}}\n"
-        for i in range(4)
-    ),
-    "<test>",
-)
+from tests.support.brains import TEAM, slow_reports
 
 
 def test_reports_that_end_cost_the_scheduler_no_claim_round(tmp_path: Path) -> None:

@@ -1,13 +1,24 @@
-"""Brains the engine tests share: one that counts the sessions running at once, and one whose
-reports think long enough to still be running when a test stops the engine."""
+"""Brains the engine tests share — one that counts the sessions running at once, one whose
+reports think long enough to still be running when a test stops the engine — and the team
+they run: a CEO with four engineers (ids e0–e3)."""
 
 from __future__ import annotations
 
 import threading
 
 from firm.brains.simulation import SimulationBrain
+from firm.org import parse_org
 from firm.session import Session
 from firm.testing import FunctionBrain
+
+TEAM = parse_org(
+    "company: T\nagents:\n  - {id: ceo, name: C, title: CEO}\n"
+    + "".join(
+        f"  - {{id: e{i}, name: E{i}, title: Backend Engineer, reports_to: ceo}}\n"
+        for i in range(4)
+    ),
+    "<test>",
+)
 
 
 class PeakCount:
