@@ -25,6 +25,7 @@ from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
 from firm.store.tree import TaskTree
+from firm.store.yielding import write_yield
 from firm.tasks import Outcome, Status, Task, delegation_key, subtask_id
 
 T = schema.tasks
@@ -34,8 +35,6 @@ T = schema.tasks
 SETTLE_ENDED_HELD = Q.SETTLE_ENDED.where(
     T.c.status == str(Status.IN_PROGRESS), T.c.worker_id == bindparam("p_worker")
 ).returning(Q.WAKE_DUE)
-# A yielding task's open subtasks and calls waiting for a person, in one statement.
-YIELD_COUNTS = select(Q.OPEN_CHILDREN.scalar_subquery(), Q.PENDING_APPROVALS.scalar_subquery())
 BY_DEDUPE_KEYS = select(T).where(T.c.dedupe_key.in_(bindparam("keys", expanding=True)))
 # SQLite: the keys as one JSON array, so the statement is the same for any number of them
 # and runs prebuilt (store/prepared.py); an expanding IN is compiled again for each count.
@@ -178,28 +177,9 @@ class Delegation(TaskTree):
             task = self._lock_family(tx, task_id)
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
                 return self._superseded(tx, task, events)
-            tx.pending.extend(events)  # the session's own record comes before its outcome
-            open_plan(tx, task, outcome)  # this turn's held delegations: one plan, or none
-            woke = []
-            if outcome.kind == "yielded":
-                # A call waiting for a person holds the task like an open subtask does.
-                still_open, asked = run(tx.conn, YIELD_COUNTS, {"id": task_id}).one()
-                status = Status.WAITING if still_open or asked else Status.TODO
-                yielded = {"p_id": task_id, "p_status": str(status), "p_now": tx.now}
-                after = task_from_row(run(tx.conn, Q.SETTLE_YIELDED, yielded).one())
-                if asked:
-                    tx.emit(
-                        EventKind.WAITING, task, open_subtasks=still_open, pending_approvals=asked
-                    )
-                else:
-                    tx.emit(EventKind.WAITING, task, open_subtasks=still_open)
-                if (
-                    not still_open and not asked
-                ):  # invariant 2: reports all finished before the turn ended
-                    tx.emit(EventKind.WOKEN, task, immediately=True)
-                    woke = [task_id]
-            else:
+            if outcome.kind != "yielded":
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
+            after, woke = write_yield(tx, task, outcome, events)
             claimed = claim_next(tx, woke, worker_id, hand_over) if hand_over else []
         return SettleResult(True, after, woke, claimed)
 
