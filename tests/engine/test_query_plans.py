@@ -17,8 +17,9 @@ from sqlalchemy.sql import ClauseElement
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store import queries as Q
 from firm.store.cancel import CANCEL, CANCEL_ROWS
-from firm.store.delegation import SETTLE_ENDED_HELD, YIELD_COUNTS
+from firm.store.delegation import SETTLE_ENDED_HELD
 from firm.store.handover import AHEAD_OF_ONE
+from firm.store.yielding import YIELD_COUNTS
 
 RUN = RunSpec(
     org_yaml="", org_source="<test>", brain="simulation", brain_options={}, workspace="/tmp/unused"
