@@ -8,6 +8,7 @@ audit verifier would catch it).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from firm.authority.policy import AuthorityPolicy
 from firm.brains import Brain, make_brain
 from firm.errors import FirmError
 from firm.org import OrgChart, parse_org
-from firm.store.base import RunSpec
+from firm.store.base import RunSpec, Store
 from firm.tools.builtin import FILE_TOOLS, LIFECYCLE_TOOLS
 from firm.tools.registry import ToolRegistry
 from firm.tools.sources import ToolSource, close_sources, open_sources, sources_for
@@ -124,3 +125,43 @@ def close_companies(companies: Iterable[Company]) -> None:
             company.close()
         except FirmError as exc:
             log.warning("%s", exc)
+
+
+class Companies:
+    """The companies of the runs an engine works, each built once: by the submit that made
+    the run, else by the run's first session here."""
+
+    def __init__(self, store: Store, brain: Brain | None = None):
+        self._store = store
+        self._brain = brain  # the engine's brain for every run, if it was given one
+        self._by_run: dict[str, Company] = {}
+        self._lock = threading.Lock()
+
+    def add(self, run_id: str, company: Company) -> None:
+        with self._lock:
+            self._by_run[run_id] = company
+
+    def discard(self, run_id: str) -> None:
+        """Forget a run's company and close its tool sources (a run that was never stored)."""
+        with self._lock:
+            company = self._by_run.pop(run_id, None)
+        close_companies([] if company is None else [company])
+
+    def get(self, run_id: str) -> Company:
+        with self._lock:
+            company = self._by_run.get(run_id)
+            if company is None:
+                company = Company.from_run(
+                    self._store.run(run_id),
+                    self._brain,
+                    durable=self._store.dialect == "postgresql",
+                )
+                self._by_run[run_id] = company
+            return company
+
+    def close(self) -> None:
+        """Close the companies' tool sources (each once: a run's companies share them)."""
+        with self._lock:
+            companies = list(self._by_run.values())
+            self._by_run.clear()
+        close_companies(companies)

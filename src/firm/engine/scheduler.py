@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,14 @@ from firm.audit.checkpoint import Checkpointer
 from firm.authority.grants import GrantRequest
 from firm.brains import Brain
 from firm.clock import SYSTEM_CLOCK, Clock
-from firm.engine.company import Company, close_companies
+from firm.engine.company import Companies, Company
 from firm.engine.delegated import DelegationStarts
 from firm.engine.interrupted import is_first_session
 from firm.engine.notewatch import NoteWatch
 from firm.engine.opening import open_session
 from firm.engine.runs import prepare_run
 from firm.engine.slots import SessionThreads, Slots
+from firm.engine.submitted import RootStarts
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
 from firm.events import ENDINGS, TO_TODO, EventKind
@@ -90,8 +90,7 @@ class Engine:
         self._slots = Slots(max_concurrent)  # what runs, and what claims in flight hold
         self._running, self._running_lock = self._slots.running, self._slots.lock
         self._settling: set[str] = set()  # sessions ended here, their outcome being written
-        self._companies: dict[str, Company] = {}
-        self._companies_lock = threading.Lock()
+        self.companies = Companies(store, brain)
         self._nudge = threading.Event()
         # A commit made a task todo since the scheduler last claimed (set before the slots
         # are counted, so a session freeing one after that count sees it).
@@ -109,6 +108,8 @@ class Engine:
             self, self._slots, self._launch, self._stop, self._nudge
         )
         self._thread: threading.Thread | None = None
+        # A submitted root is claimed in its run's commit when this engine runs and has room.
+        self.roots = RootStarts(self.delegations, self.companies, lambda: self._thread is not None)
         self._recheck = threading.Event()  # a cancel too big to list: check running tasks
         self.notewatch = NoteWatch()  # which sessions need not read their task's notes
         self._unsubscribe = store.subscribe(self._on_events)
@@ -161,11 +162,7 @@ class Engine:
             now=self.clock.now(),
             durable=self.store.dialect == "postgresql",
         )
-        task = self.store.create_run(new.run, new.root)
-        with self._companies_lock:
-            self._companies[task.id] = replace(new.company, run=replace(new.run, id=task.id))
-        self._nudge.set()
-        return task
+        return self.roots(new)
 
     def start(self) -> Engine:
         if self._thread is None:
@@ -197,20 +194,13 @@ class Engine:
             self.worker_id, list(running) + leftover, reason="its worker stopped; it will be re-run"
         )
         worker_stopped(self.worker_id)
-        self._close_companies()
+        self.companies.close()
         self._unsubscribe()
         if self._unlisten is not None:
             self._unlisten()
         if self._tracing is not None:
             self._tracing.close()
             self._tracing = None
-
-    def _close_companies(self) -> None:
-        """Close the companies' tool sources (each once: a run's companies share them)."""
-        with self._companies_lock:
-            companies = list(self._companies.values())
-            self._companies.clear()
-        close_companies(companies)
 
     def abandon(self) -> None:
         """Stop the way a killed process does: no more claims, lease renewals or hand-backs,
@@ -302,16 +292,7 @@ class Engine:
             return list(self._running)
 
     def company(self, run_id: str) -> Company:
-        with self._companies_lock:
-            company = self._companies.get(run_id)
-            if company is None:
-                company = Company.from_run(
-                    self.store.run(run_id),
-                    self._brain_override,
-                    durable=self.store.dialect == "postgresql",
-                )
-                self._companies[run_id] = company
-            return company
+        return self.companies.get(run_id)
 
     # --- internals -----------------------------------------------------------------------
 

@@ -113,6 +113,15 @@ class Store(Protocol):
 
     # runs and tasks
     def create_run(self, run: RunSpec, root: NewTask, task_id: str | None = None) -> Task: ...
+    def create_run_and_claim(
+        self,
+        run: RunSpec,
+        root: NewTask,
+        worker_id: str,
+        lease_seconds: float,
+        global_limit: int | None = None,
+        task_id: str | None = None,
+    ) -> tuple[Task, list[Task]]: ...
     def run(self, run_id: str) -> RunSpec: ...
     def open_run_ids(self) -> list[str]: ...
     def delegate(
