@@ -88,14 +88,15 @@ def test_a_replay_ends_in_the_state_the_live_page_reached(browser, served: Serve
     assert page.evaluate("window.__office.mode") == "replay"
     assert summary(page) == live
 
-    # At the start only the goal exists, not yet started; the board agrees.
+    # At the start only the goal exists, already started (the engine it was submitted to
+    # claimed it in the run's own commit); the board agrees.
     page.locator("#replay-start").click()
     start = summary(page)
-    assert [(t["id"], t["status"]) for t in start["tasks"]] == [(root, "todo")]
-    assert all(d["state"] in ("idle", "queued") for d in start["desks"].values())
+    assert [(t["id"], t["status"]) for t in start["tasks"]] == [(root, "in_progress")]
+    assert [a for a, d in start["desks"].items() if d["state"] not in ("idle", "queued")] == ["ceo"]
     page.get_by_role("tab", name="Board").click()
     expect(page.locator(".column[data-status='done'] .cards > li")).to_have_count(0)
-    expect(page.locator(".column[data-status='todo'] .cards > li")).to_have_count(1)
+    expect(page.locator(".column[data-status='in_progress'] .cards > li")).to_have_count(1)
     page.get_by_role("tab", name="Office").click()
 
     # Half-way, work is under way: some tasks exist, not all are done.

@@ -141,7 +141,8 @@ class Engine:
         grant: GrantRequest | dict[str, Any] | None = None,
         submitter: str = "user",
     ) -> Task:
-        """Create the root task of a new run; the engine (this one or another) will work it.
+        """Create the root task of a new run, and return it as created; the engine (this one,
+        at once if it runs and has a slot free, or another) will work it.
 
         `grant` narrows the top agent's authority for this run: a GrantRequest or a dict with
         any of tools (names or globs), limits (ceilings), ttl (seconds), budget_tokens.

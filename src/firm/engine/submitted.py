@@ -72,12 +72,12 @@ class RootStarts:
                 c.launch(task)
             with c.slots.lock:
                 self.started += len(claimed)
-        ours = next((t for t in claimed if t.id == root.id), None)
-        if ours is None:
+        if root.id not in {t.id for t in claimed}:
             # Outranked (or the store's cap is reached): the root waits in the queue, and the
             # slot it held may have been refused to a claim round meanwhile.
-            return self._queued(root)
-        return ours
+            self.claims.nudge.set()
+        # As it was created, whether or not it runs already: what submit always returned.
+        return root
 
     def _queued(self, root: Task) -> Task:
         self.claims.nudge.set()
