@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from firm.brains.llm_http import finish, shared_pool
 from firm.brains.protocol import SessionCancelled
 
 if TYPE_CHECKING:
@@ -184,7 +185,8 @@ class _Canceller:
 
 
 class ModelClient:
-    """Calls one endpoint; thread-safe (the openai client is), shared by sessions."""
+    """Calls one endpoint; thread-safe (the openai client is), shared by sessions. Its
+    connections are the process's pool (llm_http.py), which outlives it."""
 
     def __init__(self, endpoint: Endpoint, retry: RetryPolicy):
         self.endpoint = endpoint
@@ -194,10 +196,11 @@ class ModelClient:
             base_url=endpoint.base_url,
             timeout=endpoint.timeout,
             max_retries=0,  # retried here, in one place
+            http_client=shared_pool(),
         )
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to close: the connection pool is the process's, shared with other runs."""
 
     def complete(
         self,
@@ -263,6 +266,9 @@ class ModelClient:
                 items.put(("end", None))
             except BaseException as exc:  # handed to the session's thread to classify
                 items.put(("error", exc))
+            finally:
+                for stream_opened in opened:  # the reply is in: keep its connection
+                    finish(stream_opened.response)
 
         worker = threading.Thread(target=produce, name="firm-model-call", daemon=True)
         worker.start()

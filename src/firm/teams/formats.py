@@ -67,9 +67,8 @@ class FormatFallbackClient(ModelClient):
     """A model client for one manager turn that shapes each request for the current format
     and, when the provider rejects that format, logs the downgrade and asks again.
 
-    It calls through `shared`, the LLM brain's client for the endpoint, and so through its
-    connection pool: a client of its own per turn would build a TLS context and open a new
-    connection for every manager turn."""
+    It calls through `shared`, the LLM brain's client for the endpoint (and so through the
+    process's connection pool, llm_http.py)."""
 
     def __init__(
         self,
@@ -85,9 +84,6 @@ class FormatFallbackClient(ModelClient):
         self.mode = mode
         self.system_for = system_for
         self.turn = turn
-
-    def close(self) -> None:
-        """Nothing to close: the connection pool is the brain's, and outlives the turn."""
 
     def shape(self, request: dict[str, Any]) -> dict[str, Any]:
         shaped = dict(request)
