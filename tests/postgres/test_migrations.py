@@ -11,7 +11,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, insert, text
 from tests.support import firm_cli
+from tests.support.brains import TEAM
 
+from firm.api import Firm
 from firm.errors import StoreError
 from firm.store import SqlStore, open_store, schema
 from firm.store.migrate import head_revision
@@ -176,3 +178,44 @@ def test_a_new_store_is_created_at_head_with_the_schema_the_migrations_build(
     finally:
         stepwise.close()
         fresh.close()
+
+
+def test_a_new_sqlite_store_is_written_with_the_schema_the_migrations_build(tmp_path):
+    from firm.store import migrate
+
+    stepwise = open_store(tmp_path / "stepwise.db", check_schema=False)
+    fresh = open_store(tmp_path / "fresh.db")  # written whole from the schema's image
+    try:
+        assert migrate.upgrade(stepwise.engine, stepwise=True) == (None, schema.HEAD_REVISION)
+        assert _schema_dump(fresh.engine) == _schema_dump(stepwise.engine)
+        assert migrate.upgrade(fresh.engine) == (schema.HEAD_REVISION, schema.HEAD_REVISION)
+        with fresh.engine.connect() as conn:
+            assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    finally:
+        stepwise.close()
+        fresh.close()
+
+
+def test_stores_opened_at_once_on_one_new_file_share_it(tmp_path):
+    path = tmp_path / "new.db"
+    barrier = threading.Barrier(4)
+    opened: list = []
+
+    def open_one() -> None:
+        barrier.wait()
+        opened.append(open_store(path))
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(opened) == 4
+        with Firm(path) as firm:
+            root = firm.submit(TEAM, "One store for all")
+        assert {store.get_task(root.id).title for store in opened} == {"One store for all"}
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("new.db")) == []
+    finally:
+        for store in opened:
+            store.close()

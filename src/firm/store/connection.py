@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql import ClauseElement
 
 from firm.errors import StoreError
-from firm.store import migrate, notify, schema
+from firm.store import migrate, newfile, notify, schema
 from firm.store.base import EventListener
 from firm.store.group import GroupWriter
 from firm.store.notify import PgListener, SignalListener, StoreSignal
@@ -77,9 +77,14 @@ class SqlBase:
         self._generation = 0  # bumped on every commit or signal, so no wake-up is lost
         self._pg_listener: PgListener | None = None
         self._router: WakeRouter | None = None
+        written = False
         try:
             if url.startswith("sqlite"):
                 self.dialect = "sqlite"
+                plain = url.startswith("sqlite:///") and "?" not in url
+                if check_schema and migrate is not False and plain:
+                    # A new file is written whole, at head: nothing to check or migrate.
+                    written = newfile.write_new(Path(url[len("sqlite:///") :]))
                 self.engine = create_engine(
                     url,
                     pool_size=pool_size,
@@ -127,7 +132,7 @@ class SqlBase:
             enabled=self.dialect == "postgresql" if group_commit is None else group_commit,
             keep=self.dialect == "sqlite",
         )
-        if check_schema:
+        if check_schema and not written:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 
     @property
