@@ -309,3 +309,21 @@ def test_threads_making_the_key_at_once_agree_on_one(tmp_path: Path) -> None:
         keys = list(pool.map(lambda _: load_or_create_key(tmp_path / "keys"), range(16)))
     assert len({k.public_text for k in keys}) == 1
     assert not [p for p in (tmp_path / "keys").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_engine_makes_the_key_as_it_starts_and_its_stop_leaves_it_whole(
+    tmp_path: Path,
+) -> None:
+    # Made as the engine starts (off the path of a run's end), and a stop right away waits
+    # for it: no half-made key is left, and none is written after the stop.
+    from firm.api import Firm
+
+    state = tmp_path / "state"
+    with Firm(state / "firm.db") as firm:
+        firm.engine.start()
+    names = sorted(p.name for p in state.iterdir())
+    assert {PRIVATE_NAME, "audit_ed25519.pub"} <= set(names)
+    assert not [n for n in names if n.endswith(".tmp")]
+    assert (
+        load_or_create_key(state).public_text == (state / "audit_ed25519.pub").read_text().strip()
+    )

@@ -8,6 +8,7 @@ export makes one for the last entry of the bundle it writes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ log = logging.getLogger("firm.audit")
 
 # Runs looked at on start: a kill loses at most the checkpoint of the runs ending at that moment.
 RESUME_LOOKBACK = 20
+KEY_WAIT = 10.0  # seconds a stopping engine waits for the key being made (a few fsyncs)
 
 
 def entry_at(store: Store, seq: int) -> Event:
@@ -53,6 +55,7 @@ class Checkpointer:
         self.store = store
         self._key: AuditKey | None = None
         self._lock = threading.Lock()
+        self._early: threading.Thread | None = None
 
     @property
     def key(self) -> AuditKey:
@@ -84,10 +87,28 @@ class Checkpointer:
             if t.parent_id is None and t.terminal:
                 self.checkpoint(t.id, f"run {t.id} ended ({t.status})")
 
+    def _load_key_early(self) -> None:
+        # Off the run's path: made on first use, the key costs a few fsyncs (keys.py), at the
+        # moment a run ends and the caller is waiting for it. A failure here is left to the
+        # checkpoint, which tries again and logs it.
+        with contextlib.suppress(Exception):
+            self.key  # noqa: B018 - loads (or makes) it
+
+    def close(self) -> None:
+        """Wait for the key being loaded early, so nothing is written once the engine stops."""
+        if self._early is not None:
+            self._early.join(KEY_WAIT)
+
     def catch_up(self, lookback: int = RESUME_LOOKBACK) -> list[str]:
         """Sign the end of every recent run that ended without its checkpoint (a kill between
         the root's ending and the signature); returns those runs' ids. Called on start, so a
-        run's record is signed whole even when the process that finished it was not."""
+        run's record is signed whole even when the process that finished it was not; the
+        key is loaded meanwhile in a thread of its own, for the checkpoints to come."""
+        if self._key is None and self._early is None:
+            self._early = threading.Thread(
+                target=self._load_key_early, name="firm-audit-key", daemon=True
+            )
+            self._early.start()
         signed = []
         try:
             roots = [s.root for s in self.store.run_summaries(limit=lookback)]

@@ -195,6 +195,7 @@ class Engine:
             self.worker_id, list(running) + leftover, reason="its worker stopped; it will be re-run"
         )
         worker_stopped(self.worker_id)
+        self.checkpoints.close()
         self.companies.close()
         self._unsubscribe()
         if self._unlisten is not None:
