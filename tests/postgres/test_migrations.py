@@ -191,6 +191,9 @@ def test_a_new_sqlite_store_is_written_with_the_schema_the_migrations_build(tmp_
         assert migrate.upgrade(fresh.engine) == (schema.HEAD_REVISION, schema.HEAD_REVISION)
         with fresh.engine.connect() as conn:
             assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        again = open_store(tmp_path / "fresh.db")
+        assert fresh.created and not again.created  # made by the first open only
+        again.close()
     finally:
         stepwise.close()
         fresh.close()

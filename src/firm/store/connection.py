@@ -132,6 +132,7 @@ class SqlBase:
             enabled=self.dialect == "postgresql" if group_commit is None else group_commit,
             keep=self.dialect == "sqlite",
         )
+        self.created = written  # a file made by this open: it holds no run yet
         if check_schema and not written:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 

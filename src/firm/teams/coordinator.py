@@ -147,7 +147,7 @@ def _joins(task: TaskSpec, batch: list[TaskSpec]) -> bool:
 
 
 def run_coordinator(session: Session, spec: TeamSpec) -> None:
-    reviews = reviews_from(session.events_of([session.task_id]))
+    reviews = reviews_from(session.events_of([session.task_id])) if spec.reviewed else {}
     state = read(spec, session.subtree(), reviews)
     _log_exclusion(session, state)
     step = next_step(spec, state)

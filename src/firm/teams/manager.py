@@ -52,7 +52,7 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
         session.give_up(str(exc))
         return
     tree = session.subtree(session.task.root_id)
-    reviews = reviews_from(session.events_of([session.task.root_id]))
+    reviews = reviews_from(session.events_of([session.task.root_id])) if spec.reviewed else {}
     state = read(spec, tree, reviews)
     mine = [t for t in state.turns if t.task.id == session.task_id]
     number = mine[0].number + sum(1 for t in mine if t.worker is not None) if mine else None

@@ -210,7 +210,8 @@ def collect(firm: Firm, root_id: str) -> TeamResult:
     spec = TeamSpec.model_validate(firm.store.run(root_id).brain_options["team"])
     tree = firm.subtree(root_id)
     root = tree[0]
-    state = read(spec, tree, reviews_from(firm.store.events_after(0, 1_000_000, [root_id])))
+    asked = firm.store.events_after(0, 1_000_000, [root_id]) if spec.reviewed else []
+    state = read(spec, tree, reviews_from(asked))
     rejections: dict[tuple[str, Any], list[str]] = {}
     downgrades: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     turn_ids = list(dict.fromkeys(t.task.id for t in state.turns))

@@ -92,6 +92,12 @@ class TeamSpec(_Frozen):
     def hierarchical(self) -> bool:
         return self.process == "hierarchical"
 
+    @property
+    def reviewed(self) -> bool:
+        """Whether a person reviews some task's output (human_input): only then can the log
+        hold reviews, and only then is it read for them."""
+        return any(t.human_input for t in self.tasks)
+
     def task(self, task_id: str) -> TaskSpec:
         for t in self.tasks:
             if t.id == task_id:
@@ -150,7 +156,7 @@ class TeamSpec(_Frozen):
                 "tools": [],
                 "can_grant": coordinator_grant,
                 # It asks a person to review the output of human_input tasks.
-                **({"ask_human": True} if any(t.human_input for t in self.tasks) else {}),
+                **({"ask_human": True} if self.reviewed else {}),
             }
         )
         if self.manager is not None and self.hierarchical:

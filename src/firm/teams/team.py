@@ -146,8 +146,10 @@ class Team:
         # team to run again (after it ran here) or set some done by hand.
         reuse = not fresh and not spec.carried and (self._outputs_key is None or changed)
         with Firm(self.db) as firm:
-            root_id = None if fresh else open_run(firm, spec)
-            finished = finished_run(firm, spec) if root_id is None and reuse else None
+            # A store made by this open holds no run to continue or to take the outputs of.
+            look = not firm.store.created
+            root_id = open_run(firm, spec) if look and not fresh else None
+            finished = finished_run(firm, spec) if look and root_id is None and reuse else None
             if finished is not None:
                 if self.verbose:
                     print(
