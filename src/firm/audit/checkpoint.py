@@ -109,7 +109,9 @@ class Checkpointer:
                 target=self._load_key_early, name="firm-audit-key", daemon=True
             )
             self._early.start()
-        signed = []
+        signed: list[str] = []
+        if getattr(self.store, "created", False):
+            return signed  # a store this process has just made: no run ended unsigned in it
         try:
             roots = [s.root for s in self.store.run_summaries(limit=lookback)]
         except Exception:

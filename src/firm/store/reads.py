@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, literal, select
 
 from firm.errors import TaskNotFound
 from firm.store import queries as Q
@@ -30,6 +30,21 @@ STATE_AT_HEAD = select(
     T.c.worker_id,
     (T.c.prompt_tokens + T.c.completion_tokens).label("tokens_used"),
 ).where(T.c.id == bindparam("id"))
+
+
+def _subtree():  # type: ignore[no-untyped-def]
+    """A task and its descendants, parents first: one recursive statement, built once (a
+    team reads its run's tree at every coordinator step and manager turn)."""
+    top = select(T.c.id, literal(0).label("depth")).where(T.c.id == bindparam("root"))
+    tree = top.cte("subtree", recursive=True)
+    child = T.alias("child")
+    tree = tree.union_all(
+        select(child.c.id, (tree.c.depth + 1).label("depth")).where(child.c.parent_id == tree.c.id)
+    )
+    return select(T).join(tree, tree.c.id == T.c.id).order_by(tree.c.depth, T.c.created_at, T.c.id)
+
+
+SUBTREE = _subtree()
 
 
 class Reads(TaskTree):
@@ -76,13 +91,7 @@ class Reads(TaskTree):
     @retrying
     def subtree(self, task_id: str) -> list[Task]:
         """The task and all its descendants, parents before children."""
-        sub = self._subtree_ids(task_id, open_only=False).subquery()
-        with self._read() as conn:
-            rows = conn.execute(
-                select(T)
-                .join(sub, sub.c.id == T.c.id)
-                .order_by(sub.c.depth, T.c.created_at, T.c.id)
-            ).all()
+        rows = self._select(SUBTREE, {"root": task_id}).all()
         if not rows:
             raise TaskNotFound(task_id)
         return [task_from_row(r) for r in rows]
