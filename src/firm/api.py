@@ -120,7 +120,7 @@ class Firm:
         stored with the run for it. `grant` narrows the top agent's authority for this run,
         e.g. ``{"tools": ["crm.query"], "limits": {"max_rows": 100}, "ttl": 3600}``.
         `org_yaml` is the chart's text as written, stored with the run (an OrgChart given
-        without it is stored as it serializes).
+        without it is stored as the text it was parsed from, or as it serializes).
         """
         if not isinstance(org, OrgChart):
             path = Path(org)

@@ -293,3 +293,17 @@ def claimed_with_its_run(store: SqlStore) -> bool:
     log = store.events_after(0, 100)
     made = {e.task_id: e.ts for e in log if e.kind == "created"}
     return any(e.kind == "started" and made.get(e.task_id) == e.ts for e in log)
+
+
+def test_a_parsed_chart_is_stored_with_the_run_as_written(store: SqlStore, tmp_path: Path) -> None:
+    text = "# our team\ncompany: S\nagents:\n  - {id: ceo, name: C, title: Backend Engineer}\n"
+    parsed = parse_org(text, "<test>")
+    built = TEAM.model_validate(TEAM.model_dump())  # made in code: no text of its own
+    engine = Engine(store)
+    try:
+        one = engine.submit(parsed, "Ship it", workspace=tmp_path / "ws")
+        two = engine.submit(built, "Ship it", workspace=tmp_path / "ws")
+    finally:
+        engine.stop()
+    assert store.run(one.id).org_yaml == text  # its comments too
+    assert parse_org(store.run(two.id).org_yaml).model_dump() == built.model_dump()

@@ -242,6 +242,7 @@ class OrgChart(_Strict):
 
     _lines: dict[YamlPath, int] = PrivateAttr(default_factory=dict)
     _file: str = PrivateAttr(default="<org chart>")
+    _text: str | None = PrivateAttr(default=None)  # the YAML it was parsed from, if any
 
     @field_validator("mcp_servers")
     @classmethod
@@ -373,12 +374,15 @@ class OrgChart(_Strict):
             raise KeyError(f"no agent {agent_id!r} in the org chart") from None
 
     def to_yaml(self) -> str:
+        """The chart as YAML: the text it was parsed from, else as it serializes."""
         return self._yaml
 
     @cached_property
     def _yaml(self) -> str:
         # Every run records its chart, and the representer is Python even over libyaml
-        # (~0.7 ms for 31 agents, on the path from a submit to its first session): written
-        # once per chart, which is frozen.
+        # (0.7–2 ms for 31 agents, on the path from a submit to its first session): a parsed
+        # chart's own text says the same (it parses to this chart), and is kept as written.
+        if self._text is not None:
+            return self._text
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         return yaml.dump(self.model_dump(exclude_defaults=True), Dumper=dumper, sort_keys=False)

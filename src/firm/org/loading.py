@@ -153,6 +153,7 @@ def parse_org(text: str, file: str = "<org chart>") -> OrgChart:
         raise OrgChartError(sorted(problems, key=lambda p: (p.line or 0, p.field)))
     org._lines = lines
     org._file = file
+    org._text = text
     return org
 
 
