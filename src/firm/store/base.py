@@ -149,6 +149,17 @@ class Store(Protocol):
         lease_seconds: float,
         global_limit: int | None = None,
     ) -> tuple[list[DelegateResult], list[Task]]: ...
+    def delegate_and_yield(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str,
+        events: PendingEvents = (),
+        hand_over: float | None = None,
+        limit: int = 0,
+        global_limit: int | None = None,
+    ) -> tuple[list[DelegateResult], SettleResult]: ...
     def claim(
         self, worker_id: str, limit: int, lease_seconds: float, global_limit: int | None = None
     ) -> list[Task]: ...

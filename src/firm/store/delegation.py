@@ -29,6 +29,7 @@ from firm.store.yielding import write_yield
 from firm.tasks import Outcome, Status, Task, delegation_key, subtask_id
 
 T = schema.tasks
+YIELD = Outcome.yielded()
 
 # The settle of a task that ended, guarded: it changes the row only while this worker holds it.
 # It also says whether the parent's wake is due (queries.WAKE_DUE).
@@ -87,7 +88,38 @@ class Delegation(TaskTree):
         their own and never ahead of waiting work of a higher priority (which is claimed
         instead, in its order). Returns the results and the tasks claimed."""
         claim = _Claim(worker_id, limit, lease_seconds, global_limit)
-        return self._delegate(parent_id, turn, items, worker_id, claim)
+        return self._delegate(parent_id, turn, items, worker_id, claim)[:2]
+
+    @retrying
+    def delegate_and_yield(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str,
+        events: PendingEvents = (),
+        hand_over: float | None = None,
+        limit: int = 0,
+        global_limit: int | None = None,
+    ) -> tuple[list[DelegateResult], SettleResult]:
+        """delegate_many for a reply that ends its session's turn, with the yield a settle
+        would write next in the same transaction: after the delegations' entries, the
+        session's own (`events`), then the task `waiting` — or woken at once, when its
+        reports are all done already (a replayed reply). Refused with nothing written
+        (TaskNotHeld) unless `worker_id` still holds the task. With `hand_over` (lease
+        seconds) the slot the session frees is claimed for its worker in the transaction:
+        the task woken at once, as a settle's hand-over would; else up to `limit` of the
+        queue's head, as delegate_and_claim would (the freed slot counted in `limit`). The
+        settle's result carries what was claimed."""
+        claim = None if hand_over is None else _Claim(worker_id, limit, hand_over, global_limit)
+        results, claimed, ended = self._delegate(parent_id, turn, items, worker_id, claim, events)
+        if ended is None:  # lost races twice to identical delegations: they exist now
+            settled = self.settle(parent_id, worker_id, Outcome.yielded(), events, hand_over)
+            if not settled.applied:
+                raise TaskNotHeld(f"task {parent_id} can no longer end its turn")
+            return results, settled
+        after, woke = ended
+        return results, SettleResult(True, after, woke, claimed)
 
     def _delegate(
         self,
@@ -96,7 +128,8 @@ class Delegation(TaskTree):
         items: Sequence[tuple[PendingEvents, NewTask]],
         worker_id: str | None,
         claim: _Claim | None,
-    ) -> tuple[list[DelegateResult], list[Task]]:
+        ending: PendingEvents | None = None,
+    ) -> tuple[list[DelegateResult], list[Task], tuple[Task, list[str]] | None]:
         keys = [delegation_key(parent_id, turn, new.assignee, new.title) for _, new in items]
         for _ in range(2):
             try:
@@ -106,6 +139,8 @@ class Delegation(TaskTree):
                     parent = self._lock_task(tx, parent_id)
                     if parent is None:
                         raise TaskNotFound(parent_id)
+                    if ending is not None:  # a replayed reply ends the turn too: held or not
+                        _check_held(parent, worker_id)
                     # Every key of the reply looked up at once; a key repeated within the
                     # reply finds the task its first occurrence made.
                     made = self._by_keys(tx.conn, keys)
@@ -138,21 +173,25 @@ class Delegation(TaskTree):
                         )
                         results.append(DelegateResult(task, created=True))
                     self._insert_rows(tx, new_rows)
+                    ended = None if ending is None else write_yield(tx, parent, YIELD, ending)
                     # The claim comes after the rows (they are in the queue it reads) and
                     # its `started` entries after their `delegated` ones, as a claim's would.
                     room = min(claim.limit, len(new_rows)) if claim is not None else 0
-                    claimed = (
-                        claim_top(tx, claim.worker_id, room, claim.lease_seconds, claim.cap)
-                        if claim is not None and room > 0
-                        else []
-                    )
-                return results, claimed
+                    if claim is not None and ended is not None and ended[1]:
+                        claimed = claim_next(tx, ended[1], claim.worker_id, claim.lease_seconds)
+                    elif claim is not None and room > 0:
+                        claimed = claim_top(
+                            tx, claim.worker_id, room, claim.lease_seconds, claim.cap
+                        )
+                    else:
+                        claimed = []
+                return results, claimed, ended
             except IntegrityError:
                 continue  # lost a race to an identical delegation: read the winner's rows
         with self._read() as conn:
             rows = conn.execute(select(T).where(T.c.dedupe_key.in_(keys))).all()
         by_key = {row.dedupe_key: task_from_row(row) for row in rows}
-        return [DelegateResult(by_key[key], created=False) for key in keys], []
+        return [DelegateResult(by_key[key], created=False) for key in keys], [], None
 
     @retrying
     def settle(
