@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,12 +23,13 @@ from firm.clock import Clock
 from firm.errors import TaskNotHeld, ToolError
 from firm.lineages import Chain, Lineages
 from firm.org import AgentSpec, ApprovalNeed, OrgChart
-from firm.store.base import CheckState, DelegateResult, Event, NewTask, Store
+from firm.store.base import CheckState, Event, NewTask, SettleResult, Store
 from firm.store.plans import plan_id, plan_of_turn
 from firm.store.questions import question_outcome
 from firm.tasks import Outcome, Priority, Status, Task, delegation_key, subtask_id
 from firm.tools.builtin import COMPLETE
 from firm.tools.registry import ToolContext, ToolDef
+from firm.turnend import DelegationWriter, TurnBatch, ended_with_delegations
 
 PendingEntries = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
@@ -77,7 +78,10 @@ class LifecycleTools(ToolContext):
     lineages: Lineages | None
     # What writes the delegations, when not the store's delegate_many: an engine's, which
     # also starts the new subtasks in its free slots (engine/delegated.py).
-    write_delegations: Callable[..., list[DelegateResult]] | None = None
+    write_delegations: DelegationWriter | None = None
+    # The turn's end, when the reply's delegations wrote it (firm/turnend.py): the engine
+    # settles the session no more.
+    settled: SettleResult | None = None
     _cancel: threading.Event
     # Log entries of lifecycle calls (delegate, complete, fail). Their effect is written by
     # a later store transaction — the delegation or the settle — so their entries ride in
@@ -237,22 +241,24 @@ class LifecycleTools(ToolContext):
         return [r.task.id for r in results]
 
     @contextmanager
-    def batch_delegations(self) -> Iterator[None]:
+    def batch_delegations(self) -> Iterator[TurnBatch]:
         """Delegations made inside are written together, in one transaction, when the block
         ends (or before any other write of this session): the delegate_task calls of one
-        model reply start their subtasks at once. A block left by an exception writes no
+        model reply start their subtasks at once; with the turn's end, when the brain says
+        the reply ends it (firm/turnend.py). A block left by an exception writes no
         subtasks; the tool calls' own entries stay deferred, to ride the settle."""
         if self._batch is not None:
-            yield
+            yield TurnBatch()  # the outer block's end writes them
             return
-        self._batch = []
+        self._batch, turn = [], TurnBatch()
         try:
-            yield
+            yield turn
         except BaseException:
             batch, self._batch = self._batch, None
             self._deferred = [e for events, _ in batch for e in events] + self._deferred
             raise
-        self._flush_delegations()
+        if not (turn.ends and ended_with_delegations(self)):
+            self._flush_delegations()
         self._batch = None
 
     def _flush_delegations(self) -> None:

@@ -175,7 +175,7 @@ class SessionLoop:
             messages.append(_assistant_message(reply))
             all_ok, only_delegation = True, True
             # The reply's delegations are written in one transaction: its reports start together.
-            with s.batch_delegations():
+            with s.batch_delegations() as batch:
                 for call in reply.tool_calls:
                     tool = s.find_tool(call.name)
                     if self.only_tools is not None and (tool is None or tool.name not in offered):
@@ -187,9 +187,10 @@ class SessionLoop:
                     )
                     all_ok &= result.ok
                     only_delegation &= tool is not None and tool.name == "delegate_task"
-            if s.ended:
-                return None
-            if all_ok and only_delegation and s.delegated:
+                ends_turn = all_ok and only_delegation and bool(s.delegated)
+                if ends_turn:
+                    batch.end_turn()  # written with the subtasks, in their transaction
+            if s.ended or ends_turn:
                 return None  # its turn ends; it is called again with the results
 
         if s.delegated:

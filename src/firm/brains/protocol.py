@@ -51,6 +51,20 @@ class ToolResult:
         return self.content
 
 
+class DelegationBatch(Protocol):
+    """The delegations of one reply, written together when their block ends."""
+
+    def end_turn(self) -> None:
+        """This reply ends the session's turn, as a reply that only delegates does: the
+        block's end writes its delegations and the turn's end in one transaction, so the
+        task waits for its reports (holding no worker) from that commit on, and the session
+        is over — the brain returns; later calls are refused. Where that cannot be (the
+        block raised, a call in it failed the task, or the chart puts the delegations
+        before a person), the delegations are written alone and the turn ends as before,
+        when the brain returns."""
+        ...
+
+
 @runtime_checkable
 class Session(Protocol):
     """One agent working one task, as a brain sees it."""
@@ -100,9 +114,10 @@ class Session(Protocol):
         ...
 
     # --- what the brain does -------------------------------------------------------------
-    def batch_delegations(self) -> AbstractContextManager[None]:
+    def batch_delegations(self) -> AbstractContextManager[DelegationBatch]:
         """Within the block, delegate_task calls are written together in one transaction when
-        it ends (the calls of one model reply, say), so the subtasks start at once."""
+        it ends (the calls of one model reply, say), so the subtasks start at once. A brain
+        whose reply ends its turn with them says so (DelegationBatch.end_turn)."""
         ...
 
     def call(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> ToolResult:

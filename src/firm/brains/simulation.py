@@ -205,8 +205,9 @@ class SimulationBrain:
         goal = goal_of(task.title)
         reports = session.reports
         # One turn is one model reply, as with the llm brain: its text and its delegate_task
-        # calls are written in one transaction, so the reports start together.
-        with session.batch_delegations():
+        # calls are written in one transaction, so the reports start together — and with
+        # the end of the turn, unless the session is to linger after acting.
+        with session.batch_delegations() as reply:
             session.think(" ".join(self._plan(session)))  # a desk's stream ends when it lands
             for report in reports:
                 area = work_area(report)
@@ -223,7 +224,10 @@ class SimulationBrain:
                 if not result.ok:
                     session.call("fail_task", {"reason": f"could not delegate: {result.content}"})
                     return None
-        session.sleep(self.linger)
+            if not self.linger:
+                reply.end_turn()
+        if self.linger:
+            session.sleep(self.linger)
         return None
 
     def _deliver(self, session: Session) -> None:

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from firm.engine.slots import Slots
-from firm.store.base import DelegateResult, NewTask, PendingEvents, Store
+from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult, Store
 from firm.tasks import Task
 
 
@@ -51,12 +52,14 @@ class DelegationStarts:
         launch: Callable[[Task], None],
         stopping: threading.Event,
         nudge: threading.Event,
+        settling: set[str],
     ):
         self.engine = engine
         self.slots = slots
         self.launch = launch
         self.stopping = stopping
         self.nudge = nudge  # the scheduler's
+        self.settling = settling  # the engine's sessions whose end is being written
         self.started = 0  # tasks started this way, with no claim round of the scheduler's
 
     def __call__(
@@ -85,3 +88,36 @@ class DelegationStarts:
             # they were held may have left work in the queue.
             self.nudge.set()
         return results
+
+    def ending(
+        self,
+        parent_id: str,
+        turn: int,
+        items: Sequence[tuple[PendingEvents, NewTask]],
+        worker_id: str,
+        events: PendingEvents,
+    ) -> tuple[list[DelegateResult], SettleResult]:
+        """A reply's delegations with the end of its session's turn (firm/turnend.py). The
+        slot the session frees counts as free: of what the commit claims, the first is run
+        next by the session's own thread, as a settle's hand-over is (in the result's
+        `claimed`), and the rest start at once on free threads."""
+        engine, store = self.engine, self.engine.store
+        if worker_id != engine.worker_id or self.stopping.is_set():
+            return store.delegate_and_yield(parent_id, turn, items, worker_id, events)
+        with self.slots.lock:
+            self.settling.add(parent_id)  # no lease to renew from the commit on
+        lease = engine.lease_seconds
+        if store.dialect != "sqlite":
+            # Only the task woken at once is claimed: the new work is the workers' to share.
+            return store.delegate_and_yield(parent_id, turn, items, worker_id, events, lease)
+        with self.slots.hold(len(items) - 1) as room:
+            results, settled = store.delegate_and_yield(
+                parent_id, turn, items, worker_id, events, lease, room + 1, engine.global_limit
+            )
+            for task in settled.claimed[1:]:
+                self.launch(task)
+            with self.slots.lock:
+                self.started += len(settled.claimed)
+        if len(settled.claimed) < room + 1:
+            self.nudge.set()  # as above; and the freed slot found nothing to run next
+        return results, replace(settled, claimed=settled.claimed[:1])

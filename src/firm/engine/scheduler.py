@@ -32,6 +32,7 @@ from firm.clock import SYSTEM_CLOCK, Clock
 from firm.engine.company import Companies, Company
 from firm.engine.delegated import DelegationStarts
 from firm.engine.interrupted import is_first_session
+from firm.engine.leftover import Pending, leftover
 from firm.engine.notewatch import NoteWatch
 from firm.engine.opening import open_session
 from firm.engine.runs import prepare_run
@@ -43,15 +44,13 @@ from firm.events import ENDINGS, TO_TODO, EventKind
 from firm.lineages import Lineages
 from firm.org import OrgChart
 from firm.session import Session, SessionCancelled
-from firm.store.base import Event, Store
+from firm.store.base import Event, SettleResult, Store
 from firm.store.notify import StoreSignal
 from firm.store.retry import StoreUnavailable
 from firm.tasks import Outcome, Priority, Status, Task
 from firm.telemetry import start_tracing
 
 log = logging.getLogger("firm.engine")
-
-Pending = list[tuple[str, str | None, str | None, dict[str, Any]]]
 
 # How often run_until looks at the store when woken only because the engine went idle.
 RECHECK = 0.05
@@ -105,7 +104,7 @@ class Engine:
         self._stop = threading.Event()
         # A reply's delegations claim, in their commit, what this engine starts at once.
         self.delegations = DelegationStarts(
-            self, self._slots, self._launch, self._stop, self._nudge
+            self, self._slots, self._launch, self._stop, self._nudge, self._settling
         )
         self._thread: threading.Thread | None = None
         # A submitted root is claimed in its run's commit when this engine runs and has room.
@@ -439,16 +438,17 @@ class Engine:
         handed: list[Task] = []
         looked = False  # the settle looked at the queue's head for the freed slot
         try:
-            outcome, pending = self._session(task, cancel)
-            if outcome is not None:
+            outcome, pending, settled = self._session(task, cancel)
+            if outcome is not None and settled is None:  # else its delegations wrote its end
                 with self._running_lock:
                     self._settling.add(task.id)
                 hand_over = None if self._stop.is_set() else self.lease_seconds
                 settled = self.store.settle(
                     task.id, self.worker_id, outcome, events=pending, hand_over=hand_over
                 )
-                handed = settled.claimed
                 looked = settled.applied and hand_over is not None and self._settle_looks
+            if settled is not None:
+                handed = settled.claimed
                 if settled.applied and settled.task is not None:
                     self.checkpoints.after_ended([settled.task])
         except StoreUnavailable as exc:
@@ -483,15 +483,19 @@ class Engine:
         except Exception:  # still unreachable: the lease expires and another worker recovers it
             log.warning("could not hand %s back; its lease will expire", task_id)
 
-    def _session(self, task: Task, cancel: threading.Event) -> tuple[Outcome | None, Pending]:
+    def _session(
+        self, task: Task, cancel: threading.Event
+    ) -> tuple[Outcome | None, Pending, SettleResult | None]:
         """Run the session. Returns its outcome (None: it was cancelled, or the worker is
-        stopping and hands the task back) and the log entries left for the settle to write."""
+        stopping and hands the task back), the log entries left for the settle to write, and
+        the settle already written with its last delegations (firm/turnend.py), if it was."""
         try:
             company = self.company(task.root_id)
         except StoreUnavailable:
             raise
         except Exception as exc:
-            return Outcome.failed(f"the company of run {task.root_id} cannot start: {exc}"), []
+            failed = Outcome.failed(f"the company of run {task.root_id} cannot start: {exc}")
+            return failed, [], None
         session: Session | None = None
         outcome: Outcome | None
         try:
@@ -525,14 +529,4 @@ class Engine:
             outcome = Outcome.failed(
                 f"{task.assignee}'s session crashed: {type(exc).__name__}: {exc}"
             )
-        pending = session.take_deferred() if session is not None else []
-        if outcome is None and pending:
-            # No settle will carry them, but the calls did run: their entries still belong
-            # in the log, marked as written after their session was cut off.
-            late = [(k, t, a, {**d, "superseded": True}) for k, t, a, d in pending]
-            try:
-                self.store.append_events(late)
-            except Exception:
-                log.warning("could not log the last calls of %s's session", task.id)
-            pending = []
-        return outcome, pending
+        return (outcome, *leftover(self.store, session, outcome, task.id))

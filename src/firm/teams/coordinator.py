@@ -154,8 +154,9 @@ def run_coordinator(session: Session, spec: TeamSpec) -> None:
     steps = step if isinstance(step, list) else [step]
     delegations = [s for s in steps if isinstance(s, Delegate)]
     if delegations:
-        # One transaction: tasks handed out together start together.
-        with session.batch_delegations():
+        # One transaction: tasks handed out together start together, and the turn ends
+        # with them.
+        with session.batch_delegations() as batch:
             results = [
                 session.call(
                     "delegate_task",
@@ -163,6 +164,8 @@ def run_coordinator(session: Session, spec: TeamSpec) -> None:
                 )
                 for s in delegations
             ]
+            if all(r.ok for r in results):
+                batch.end_turn()
         failed = next((r for r in results if not r.ok), None)
         if failed is not None:  # the chart is generated, so this is firm's bug, not the user's
             session.call("fail_task", {"reason": f"could not delegate: {failed.content}"})
