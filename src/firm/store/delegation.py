@@ -114,7 +114,7 @@ class Delegation(TaskTree):
         claim = None if hand_over is None else _Claim(worker_id, limit, hand_over, global_limit)
         results, claimed, ended = self._delegate(parent_id, turn, items, worker_id, claim, events)
         if ended is None:  # lost races twice to identical delegations: they exist now
-            settled = self.settle(parent_id, worker_id, Outcome.yielded(), events, hand_over)
+            settled = self.settle(parent_id, worker_id, YIELD, events, hand_over)
             if not settled.applied:
                 raise TaskNotHeld(f"task {parent_id} can no longer end its turn")
             return results, settled
@@ -139,7 +139,7 @@ class Delegation(TaskTree):
                     parent = self._lock_task(tx, parent_id)
                     if parent is None:
                         raise TaskNotFound(parent_id)
-                    if ending is not None:  # a replayed reply ends the turn too: held or not
+                    if ending is not None:  # ending the turn needs it held, replay or not
                         _check_held(parent, worker_id)
                     # Every key of the reply looked up at once; a key repeated within the
                     # reply finds the task its first occurrence made.
