@@ -35,7 +35,9 @@ class DelegationWriter(Protocol):
 
     def ending(
         self, parent_id: str, turn: int, items: Items, worker_id: str, events: PendingEvents
-    ) -> tuple[list[DelegateResult], SettleResult]: ...
+    ) -> tuple[list[DelegateResult], SettleResult | None]:
+        """The delegations and the turn's end (None: the delegations alone were written)."""
+        ...
 
 
 class TurnBatch:
@@ -63,6 +65,7 @@ def ended_with_delegations(session: LifecycleTools) -> bool:
         return False
     session._batch, owed = [], session._deferred
     writer = session.write_delegations
+    settled: SettleResult | None
     try:
         if writer is not None:
             _, settled = writer.ending(task.id, task.turn, batch, session.worker_id, owed)
@@ -73,6 +76,8 @@ def ended_with_delegations(session: LifecycleTools) -> bool:
     except TaskNotHeld as exc:
         session._deferred = [e for events, _ in batch for e in events] + owed
         raise session.lost_task(exc) from None
+    if settled is None:
+        return False  # the entries still owed wait for the settle, as after any flush
     session._deferred = []
     session.outcome = Outcome.yielded()
     session.settled = settled

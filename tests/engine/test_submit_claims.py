@@ -210,7 +210,10 @@ def test_a_goal_submitted_to_an_engine_not_yet_started_is_claimed_by_its_schedul
 def test_a_stop_right_after_submit_hands_the_goal_back_and_a_resume_finishes_it(
     store_url: str, tmp_path: Path
 ) -> None:
-    with Firm(store_url, max_concurrent=4, heartbeat=30) as firm:
+    # The goal's session thinks for a minute here, so the stop lands inside it (a quick one
+    # may end its turn first, in its delegations' commit); the resume runs the run's own brain.
+    slow = SimulationBrain(latency=60)
+    with Firm(store_url, max_concurrent=4, heartbeat=30, brain=slow) as firm:
         first_round_made(firm.engine)
         root = firm.submit(TEAM, "Ship it", workspace=tmp_path / "ws")
         assert firm.store.get_task(root.id).status == Status.IN_PROGRESS

@@ -96,13 +96,16 @@ class DelegationStarts:
         items: Sequence[tuple[PendingEvents, NewTask]],
         worker_id: str,
         events: PendingEvents,
-    ) -> tuple[list[DelegateResult], SettleResult]:
+    ) -> tuple[list[DelegateResult], SettleResult | None]:
         """A reply's delegations with the end of its session's turn (firm/turnend.py). The
         slot the session frees counts as free: of what the commit claims, the first is run
         next by the session's own thread, as a settle's hand-over is (in the result's
-        `claimed`), and the rest start at once on free threads."""
+        `claimed`), and the rest start at once on free threads. While the engine stops, the
+        delegations alone (no settle: a stopping engine hands its sessions' tasks back)."""
         engine, store = self.engine, self.engine.store
-        if worker_id != engine.worker_id or self.stopping.is_set():
+        if self.stopping.is_set():
+            return self(parent_id, turn, items, worker_id), None
+        if worker_id != engine.worker_id:
             return store.delegate_and_yield(parent_id, turn, items, worker_id, events)
         with self.slots.lock:
             self.settling.add(parent_id)  # no lease to renew from the commit on
