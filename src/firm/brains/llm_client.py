@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from firm.brains.llm_http import finish, shared_pool
+from firm.brains.llm_stream import sse_chunks
 from firm.brains.protocol import SessionCancelled
 
 if TYPE_CHECKING:
@@ -252,23 +253,23 @@ class ModelClient:
                 if not stream:
                     items.put(("whole", self._client.chat.completions.create(**request)))
                     return
-                response = self._client.chat.completions.create(
+                # The raw stream, its chunks read as plain JSON (llm_stream.py): the openai
+                # client would build a pydantic model of each.
+                call = self._client.chat.completions.with_streaming_response.create(
                     **request, stream=True, stream_options={"include_usage": True}
                 )
-                opened.append(response)
-                try:
-                    for chunk in response:
+                with call as response:
+                    opened.append(response)
+                    for chunk in sse_chunks(response.http_response):
                         if stop.is_set():
                             return
                         items.put(("chunk", chunk))
-                finally:
-                    response.close()
                 items.put(("end", None))
             except BaseException as exc:  # handed to the session's thread to classify
                 items.put(("error", exc))
             finally:
                 for stream_opened in opened:  # the reply is in: keep its connection
-                    finish(stream_opened.response)
+                    finish(stream_opened.http_response)
 
         worker = threading.Thread(target=produce, name="firm-model-call", daemon=True)
         worker.start()
@@ -298,7 +299,7 @@ class ModelClient:
 
 
 class _ReplyBuilder:
-    """Assembles streamed chunks into a Reply, passing text on as it arrives."""
+    """Assembles streamed chunks (JSON objects) into a Reply, passing text on as it arrives."""
 
     def __init__(self, on_text: Callable[[str], None]):
         self.on_text = on_text
@@ -308,41 +309,45 @@ class _ReplyBuilder:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
 
-    def add(self, chunk: Any) -> None:
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = _usage(chunk.usage)
-        for choice in chunk.choices or []:
-            if (getattr(choice, "index", 0) or 0) != 0:
+    def add(self, chunk: dict[str, Any]) -> None:
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = _usage(chunk["usage"])
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or (choice.get("index") or 0) != 0:
                 continue
-            delta = choice.delta
-            if delta is not None:
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
                 # Reasoning models served by vLLM and others stream their thinking here.
-                thinking = getattr(delta, "reasoning_content", None) or getattr(
-                    delta, "reasoning", None
-                )
+                thinking = delta.get("reasoning_content") or delta.get("reasoning")
                 if isinstance(thinking, str) and thinking:
                     self.reasoning.append(thinking)
-                if delta.content:
-                    self.text.append(delta.content)
-                    self.on_text(delta.content)
-                for tc in delta.tool_calls or []:
-                    call = self.calls.setdefault(self._slot(tc), ToolCall("", "", ""))
-                    if tc.id and not call.id:
-                        call.id = tc.id
-                    if tc.function is not None:
-                        if tc.function.name and not call.name:
-                            call.name = tc.function.name
-                        if tc.function.arguments:
-                            call.arguments += tc.function.arguments
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
+                content = delta.get("content")
+                if content:
+                    self.text.append(content)
+                    self.on_text(content)
+                for tc in delta.get("tool_calls") or []:
+                    if isinstance(tc, dict):
+                        self._add_call(tc)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
 
-    def _slot(self, tc: Any) -> int:
-        index = getattr(tc, "index", None)
+    def _add_call(self, tc: dict[str, Any]) -> None:
+        call = self.calls.setdefault(self._slot(tc), ToolCall("", "", ""))
+        if tc.get("id") and not call.id:
+            call.id = tc["id"]
+        function = tc.get("function")
+        if isinstance(function, dict):
+            if function.get("name") and not call.name:
+                call.name = function["name"]
+            if function.get("arguments"):
+                call.arguments += function["arguments"]
+
+    def _slot(self, tc: dict[str, Any]) -> int:
+        index = tc.get("index")
         if isinstance(index, int):
             return index
         # A server that leaves the index out sends each call whole: a new id is a new call.
-        ident = getattr(tc, "id", None)
+        ident = tc.get("id")
         if not self.calls or (ident and ident != self.calls[max(self.calls)].id):
             return len(self.calls)
         return max(self.calls)
@@ -359,9 +364,15 @@ class _ReplyBuilder:
 
 
 def _usage(u: Any) -> Usage:
-    details = getattr(u, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    return Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0), int(cached))
+    """Token counts from a whole reply's usage (an object) or a streamed one's (a dict)."""
+    details = _field(u, "prompt_tokens_details")
+    cached = _field(details, "cached_tokens") if details is not None else 0
+    prompt, completion = _field(u, "prompt_tokens"), _field(u, "completion_tokens")
+    return Usage(int(prompt or 0), int(completion or 0), int(cached or 0))
+
+
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
 
 def _with_ids(calls: list[ToolCall]) -> list[ToolCall]:

@@ -29,7 +29,7 @@ from typing import Any
 import openai
 
 # The HTTP library the installed openai client is built on (httpx, or its successor).
-_httpx: Any = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+HTTPX: Any = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
 DRAIN_LIMIT = 64 * 1024  # bytes read after [DONE] at most; past that the connection is dropped
 
 # What httpx reads from the environment when a client is built.
@@ -68,7 +68,7 @@ def _drain_after_done(response: Any) -> None:
         response.stream = _DrainsAfterDone(response.stream)
 
 
-class _DrainsAfterDone(_httpx.SyncByteStream):  # type: ignore[misc]
+class _DrainsAfterDone(HTTPX.SyncByteStream):  # type: ignore[misc]
     """A server-sent event stream that, closed right after its `[DONE]` event, stays open
     until `finish` reads the body's end, so that its connection is kept."""
 
