@@ -114,6 +114,8 @@ def call(
         # Nothing was written: what was owed is still owed (the settle may carry it).
         session._deferred = owed + session._deferred
         raise
+    # The state the call stood in: an ending call may be checked on it (firm/ending.py).
+    session._seen = verdict.fresh if verdict.record and not verdict.fresh.revoked else None
     if verdict.record is None:
         session._deferred = owed + session._deferred
         session._stop_if_cancelled(verdict.fresh)

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from firm import checked, streams
+from firm import checked, ending, streams
 from firm.audit import recordable
 from firm.authority.check import Denial, Link, Standing
 from firm.authority.grants import Grant, remaining_budget
@@ -103,6 +103,7 @@ class Session(LifecycleTools):
         self._ancestors: Chain | None = None
         self._grant: Grant | None = None
         self._standing_links: tuple[Link, ...] | None = None  # the lineage with none revoked
+        self._seen: CheckState | None = None  # the last check's state, while the task stood
 
     # --- what the brain reads ------------------------------------------------------------
 
@@ -138,8 +139,8 @@ class Session(LifecycleTools):
         return self.outcome is not None
 
     def tools(self) -> list[ToolDef]:
-        """The tools offered to this agent: lifecycle tools, then what its authority allows.
-        (A grant does not change during a session; revocation and expiry are checked per call.)"""
+        """The tools offered: lifecycle tools, then what its authority allows (a grant does
+        not change during a session; revocation and expiry are checked per call)."""
         if self._offered is None:
             self._offered = self.company.offered(self.task, self.company.registry)
         return list(self._offered)
@@ -342,13 +343,13 @@ class Session(LifecycleTools):
         name = name if isinstance(name, str) else repr(name)
         tool = self.company.registry.find(name) if len(name) <= MAX_TOOL_NAME else None
         if self.outcome is not None:
-            return self._refuse_after_end(tool.name if tool is not None else name)
+            return ending.refused_after_end(self, tool.name if tool is not None else name)
         if self._batch and (tool is None or not tool.lifecycle):
             # The reply's delegations go first: their subtasks' budgets are reserved before
             # this call's check reads what is left. Other entries still owed ride this
             # call's own write (its start, or its refusal).
             self._flush_delegations()
-        done = checked.attempt(self, tool, arguments)  # None: the rest, below
+        done = checked.attempt(self, tool, arguments) or ending.attempt(self, tool, arguments)
         if done is not None:
             return done
         standing, fresh = self._standing_for(tool)
@@ -456,24 +457,6 @@ class Session(LifecycleTools):
         entry = (EventKind.TOOL_ERROR, self.task.id, self.agent_id, refusal(name, message))
         self._write_events([entry])
         return ToolResult(False, f"error: {recordable.text(message)}")
-
-    def _refuse_after_end(self, name: str) -> ToolResult:
-        """A call made after complete_task or fail_task (later in the same reply, say) is not
-        run. Its refusal rides with the ending's own entry, into the settle, after it."""
-        assert self.outcome is not None
-        message = (
-            f"this task has already ended ({self.outcome.kind}); calls after "
-            "complete_task or fail_task are not run"
-        )
-        if self.awaiting:
-            message = (
-                f"your turn has ended: {self.awaiting[-1]} waits for a person; "
-                "calls after it are not run (make them again when you are woken)"
-            )
-        self._deferred.append(
-            (EventKind.TOOL_ERROR, self.task.id, self.agent_id, refusal(name, message))
-        )
-        return ToolResult(False, f"error: {message}")
 
     def _log_call(
         self, tool: ToolDef, record: CallRecord, content: str, ok: bool, started: int | None

@@ -17,7 +17,7 @@ commits) and which can close a cycle with another worker's settle of a child.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from firm.store.base import CheckState, Event, PendingEvents
 from firm.store.connection import SqlBase
@@ -50,3 +50,34 @@ class CheckedWrites(SqlBase):
                 tx.pending.extend(owed)
                 tx.pending.extend(entries)
         return verdict, tx.appended
+
+
+Entry = tuple[str, str | None, str | None, dict[str, Any]]
+
+
+class SettleChecked(tuple[str, str | None, str | None, dict[str, Any]]):
+    """A pending entry whose call the settle's write finishes checking: a call that ends the
+    session (complete_task, fail_task; firm/ending.py). Its effect is the settle's, and what
+    its check would read of the store — the task still held here, so neither cancelled nor
+    revoked — is what the settle's guarded UPDATE proves; so the settle hands `decide` the
+    task's state at the head its write read, and writes what it returns in the entry's place:
+    the call placed at that head, its denial, or the entry as it was checked, on the last state
+    its session read (which is also how it is written any other way: a session cut off before
+    its settle)."""
+
+    decide: Callable[[CheckState], PendingEvents]
+
+    def __new__(cls, entry: Entry, decide: Callable[[CheckState], PendingEvents]) -> SettleChecked:
+        made = super().__new__(cls, entry)
+        made.decide = decide
+        return made
+
+
+def split_at_check(
+    events: PendingEvents,
+) -> tuple[PendingEvents, SettleChecked | None, PendingEvents]:
+    """The entries before the first one a settle checks, that one (None: none), the rest."""
+    for i, entry in enumerate(events):
+        if type(entry) is SettleChecked:
+            return events[:i], entry, events[i + 1 :]
+    return events, None, ()

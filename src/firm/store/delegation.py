@@ -16,11 +16,13 @@ from firm.errors import TaskNotFound, TaskNotHeld
 from firm.events import EventKind
 from firm.store import queries as Q
 from firm.store import schema
-from firm.store.base import DelegateResult, NewTask, PendingEvents, SettleResult
+from firm.store.base import CheckState, DelegateResult, NewTask, PendingEvents, SettleResult
+from firm.store.checked import split_at_check
 from firm.store.handover import claim_next
 from firm.store.leases import claim_top
 from firm.store.plans import open_plan
 from firm.store.prepared import run
+from firm.store.reads import STATE_AT_HEAD, check_state
 from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
@@ -36,6 +38,11 @@ YIELD = Outcome.yielded()
 SETTLE_ENDED_HELD = Q.SETTLE_ENDED.where(
     T.c.status == str(Status.IN_PROGRESS), T.c.worker_id == bindparam("p_worker")
 ).returning(Q.WAKE_DUE)
+# The same with the log's head, read by the statement that proves the task still held: where
+# an ending call the settle checks is placed (store/checked.SettleChecked).
+SETTLE_ENDED_HELD_AT_HEAD = SETTLE_ENDED_HELD.returning(
+    select(schema.chain_head.c.seq).where(schema.chain_head.c.id == 1).scalar_subquery()
+)
 BY_DEDUPE_KEYS = select(T).where(T.c.dedupe_key.in_(bindparam("keys", expanding=True)))
 # SQLite: the keys as one JSON array, so the statement is the same for any number of them
 # and runs prebuilt (store/prepared.py); an expanding IN is compiled again for each count.
@@ -240,23 +247,37 @@ class Delegation(TaskTree):
             "p_files": canonical_json(list(outcome.files)),
             "p_now": tx.now,
         }
-        row = run(tx.conn, SETTLE_ENDED_HELD, ended).first()
+        before, ending, rest = split_at_check(events)
+        row = run(
+            tx.conn, SETTLE_ENDED_HELD if ending is None else SETTLE_ENDED_HELD_AT_HEAD, ended
+        ).first()
         if row is None:
             task = self._lock_task(tx, task_id)
             if task is None:
                 raise TaskNotFound(task_id)
+            if ending is not None:
+                # The ending call's check, finished on the state that refused it: revoked,
+                # it is denied; lost otherwise, it stands as its session checked it.
+                state = check_state(task_id, run(tx.conn, STATE_AT_HEAD, {"id": task_id}).first())
+                events = [*before, *ending.decide(state), *rest]
             self._superseded(tx, task, events)
             return False, task, False
         # What the UPDATE left as it was (id, turn, assignee, run) is all the plan and the
         # entries below read of the task.
         after = task_from_row(row)
+        if ending is not None:
+            # Held here until this statement, so neither cancelled nor revoked: the state the
+            # ending call's check needs, at the head read with it (the last column).
+            used = after.usage.get("prompt_tokens", 0) + after.usage.get("completion_tokens", 0)
+            held = CheckState(row[-1], Status.IN_PROGRESS, after.revoked, worker_id, used)
+            events = [*before, *ending.decide(held), *rest]
         tx.pending.extend(events)  # the session's own record comes before its outcome
         open_plan(tx, after, outcome)  # this turn's held delegations are cancelled, if any
         if status == Status.DONE:
             tx.emit(EventKind.COMPLETED, after, result=outcome.result, files=list(outcome.files))
         else:
             tx.emit(EventKind.FAILED, after, error=outcome.error)
-        return True, after, bool(row[-1])  # wake_due, the last column
+        return True, after, bool(row[len(T.c)])  # wake_due, the first column after the task's
 
     @staticmethod
     def _superseded(tx: Tx, task: Task, events: PendingEvents) -> SettleResult:
