@@ -64,14 +64,24 @@ class AuthorityPolicy:
         allows (delegate_task with reports, ask_human where the chart lets it ask), then the
         tools `offers` allows.
 
-        What `offers` answers here depends on the agent and its grant's scopes alone, so
-        sessions of one agent under the same scopes (a company's leaves, mostly) share one
-        answer, worked out once. A subclass that overrides `offers` may look at anything of
-        the task: its answer is asked per session, as the hook promises."""
+        What `offers` answers here depends on the grant's scopes and on what the chart says
+        of the agent — its own tools, whether it has reports, whether it may ask a person —
+        alone, so sessions of agents alike in those (a company's leaves, mostly: each one
+        agent's single session) share one answer, worked out once. A subclass that overrides
+        `offers` may look at anything of the task: its answer is asked per session, as the
+        hook promises."""
         if type(self).offers is not AuthorityPolicy.offers:
             return self._offered(task, registry)
+        agent, org = task.assignee, self.org
         # The registry itself, not its id: an id may be reused once a registry is gone.
-        key = (task.assignee, self.grant_of(task).scopes, registry, registry.version)
+        key = (
+            tuple(org.tools_of(agent)),
+            bool(org.reports(agent)),
+            org.may_ask_human(agent),
+            self.grant_of(task).scopes,
+            registry,
+            registry.version,
+        )
         cache: dict[Any, tuple[ToolDef, ...]] | None = self.__dict__.get("_offered_tools")
         if cache is None:
             cache = self.__dict__["_offered_tools"] = {}
