@@ -173,7 +173,18 @@ class Engine:
             self.store.expire_approvals()
             self.checkpoints.catch_up()
             self._pool.warm()
-            self._thread = threading.Thread(target=self._loop, name="firm-scheduler", daemon=True)
+            # The first round is made here: a submit right after start() finds the slots free
+            # for its own claim (engine/submitted.py), not held by a round in flight.
+            try:
+                self._nudge.clear()  # what nudged before this round, it sees
+                free, claimed = self._claim()
+                now = bool(claimed and claimed < free and not self._settle_looks)
+            except Exception:
+                log.exception("scheduler: store error; retrying")
+                now = True
+            self._thread = threading.Thread(
+                target=self._loop, args=(not now,), name="firm-scheduler", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -350,9 +361,11 @@ class Engine:
                 if ev is not None:
                     ev.set()
 
-    def _loop(self) -> None:
+    def _loop(self, looked: bool = False) -> None:
         last_renew = last_recover = last_expire = time.monotonic()
         backoff = 0.0
+        if looked:  # start() made the first round
+            self._nudge.wait(self.heartbeat)
         while not self._stop.is_set():
             self._nudge.clear()
             try:
