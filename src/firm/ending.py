@@ -75,7 +75,9 @@ def attempt(
         return None  # expired: denied the usual way, on a fresh read
     content, ok = session.run_body(tool, args)
     if not ok:
-        return None  # its body refused (a file not there): nothing was set; logged the usual way
+        # Its body refused (a file not in the workspace) and set nothing: the usual way checks
+        # it on a fresh read, runs the body again, and logs the refusal where it was checked.
+        return None
     session._log_call(tool, record, content, ok, None)
     entry = session._deferred[-1]
 

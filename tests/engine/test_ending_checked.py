@@ -72,10 +72,14 @@ def test_an_ending_call_after_a_revocation_elsewhere_is_denied_and_settles_nothi
 
     firm, events, _ran, _root = _run(tmp_path, store_url, lambda s: s.call(name, args), revoke)
     (revoked,) = [e for e in events if e.kind == EventKind.REVOKED]
-    (denied,) = [e for e in events if e.kind == EventKind.TOOL_DENIED]
-    assert (denied.data["tool"], denied.data["code"]) == (name, "revoked")
-    # Denied where it was checked: at or after the revocation, before itself.
-    assert revoked.seq <= denied.data["checked_seq"] < denied.seq
+    denials = [e for e in events if e.kind == EventKind.TOOL_DENIED]
+    # (When this process heard of it first — PostgreSQL's NOTIFY — the call was checked by a
+    # read instead, and the scripted brain, told so, tried complete_task as well.)
+    assert name in {d.data["tool"] for d in denials}
+    for denied in denials:
+        assert denied.data["code"] == "revoked"
+        # Denied where it was checked: at or after the revocation, before itself.
+        assert revoked.seq <= denied.data["checked_seq"] < denied.seq
     dev = _of_dev(events)
     assert not [e for e in dev if e.kind == EventKind.TOOL_CALL and e.data["tool"] == name]
     assert not [e for e in dev if e.kind in (EventKind.COMPLETED, EventKind.FAILED)]
