@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from fnmatch import fnmatchcase
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from firm.authority import scopes as sc
@@ -143,6 +143,9 @@ def test_a_derived_grant_is_never_wider_than_either_input(
 
 @settings(max_examples=200, deadline=None)
 @given(grants, grants)
+# Found by Hypothesis: the meet's patterns are past the automaton's state limit, and a set
+# was refused as not within itself.
+@example(Grant.of(["a*ba*"], {}, None, None), Grant.of(["*ab*a"], {}, None, None))
 def test_meet_is_within_both_and_does_not_depend_on_order(a: Grant, b: Grant) -> None:
     m, m2 = meet(a, b), meet(b, a)
     assert is_within(m, a) and is_within(m, b)

@@ -308,6 +308,10 @@ def _quick_witness(outer: tuple[str, ...], inner_g: Glob) -> str | None:
 # answers are cached, so the automaton walk is paid once per distinct question.
 @lru_cache(maxsize=16384)
 def _counterexample(outer: tuple[str, ...], inner: str, limit: int) -> str | None:
+    if inner in outer:
+        # A pattern covers itself, however many states deciding it by automaton would take:
+        # a grant is within itself, and a meet is within its other spelling.
+        return None
     inner_g = parse(inner)
     if any(not tok for tok in inner_g if tok is not STAR):
         return None  # an empty set matches no character: the glob matches no name
