@@ -6,11 +6,13 @@ and go — every `Team.start()`, every run of `firm serve` builds its brains ane
 client per brain paid both on every run's first model call; one pool per process pays them
 once, and a later run's first call reuses a connection an earlier run left open.
 
-A streamed reply ends with `data: [DONE]`, where the openai client stops reading and closes
-the response, before the last bytes of the body (the chunked encoding's terminator) are
-read: the connection is then dropped, not pooled, and every call opened a new one (openai-
-python issue 3440). Those few bytes are read here (`finish`), once the reply is handed
-on, so the connection goes back to the pool.
+A streamed reply ends with `data: [DONE]`, where its reader stops (llm_stream.py, as the
+openai client's does) and closes the response before the last bytes of the body (the
+chunked encoding's terminator) are read: the connection is then dropped, not pooled, and
+every call opened a new one (openai-python issue 3440). Those few bytes are read here
+(`finish`), once the reply is handed on, so the connection goes back to the pool. Waiting
+for them before handing the reply on would hold the reply on a server that sends `[DONE]`
+and never ends the body.
 
 The pool depends on nothing per endpoint (the URL, key and timeout travel with each
 request), only on the environment that shapes an HTTP client: the proxy and CA-bundle
@@ -85,7 +87,7 @@ class _DrainsAfterDone(HTTPX.SyncByteStream):  # type: ignore[misc]
             yield part
 
     def close(self) -> None:
-        if self._parts is not None and self._tail.rstrip().endswith(b"data: [DONE]"):
+        if self._parts is not None and self._tail.rstrip().endswith(b"[DONE]"):
             self._owed = True  # read to the end by finish(), after the reply is handed on
         else:
             self._stream.close()
@@ -108,8 +110,8 @@ class _DrainsAfterDone(HTTPX.SyncByteStream):  # type: ignore[misc]
 
 
 def finish(response: Any) -> None:
-    """Read the end of a streamed reply the openai client stopped reading at `[DONE]` (its
-    connection then goes back to the pool); nothing for any other response. Called by the
+    """Read the end of a streamed reply whose reader stopped at `[DONE]` (its connection
+    then goes back to the pool); nothing for any other response. Called by the
     thread that made the call, once the reply is handed on: a server that never ends the
     body holds only that thread, until the read timeout."""
     stream = getattr(response, "stream", None)
