@@ -48,13 +48,13 @@ def submit(
     descriptions = "\n".join(t.description for t in spec.tasks)
     title = f"Team {spec.name}: {len(spec.tasks)} task(s), {spec.process}"
     goal = title + "\n\n" + "\n".join(f"- {t.id}: {t.description.strip()}" for t in spec.tasks)
+    # The chart is stored as the text it was parsed from: spec.org_yaml(), not made twice.
     return firm.submit(
         spec.org_chart(),
         goal,
         brain=BRAIN_NAME,
         brain_options={"team": spec.model_dump(mode="json"), "llm": llm_options(llm)},
         workspace=workspace,
-        org_yaml=spec.org_yaml(),
         language=spec.language or detect_language(descriptions),
     )
 
