@@ -9,7 +9,7 @@ once, and a later run's first call reuses a connection an earlier run left open.
 A streamed reply ends with `data: [DONE]`, where its reader stops (llm_stream.py, as the
 openai client's does) and closes the response before the last bytes of the body (the
 chunked encoding's terminator) are read: the connection is then dropped, not pooled, and
-every call opened a new one (openai-python issue 3440). Those few bytes are read here
+every call opened a new one. Those few bytes are read here
 (`finish`), once the reply is handed on, so the connection goes back to the pool. Waiting
 for them before handing the reply on would hold the reply on a server that sends `[DONE]`
 and never ends the body.
