@@ -113,13 +113,20 @@ def _plain_policy(session: Session) -> bool:
 
 
 def refused_after_end(session: Session, name: str) -> ToolResult:
-    """A call made after complete_task or fail_task (later in the same reply, say) is not
-    run. Its refusal rides with the ending's own entry, into the settle, after it."""
+    """A call made after complete_task or fail_task (later in the same reply, say), or after a
+    reply whose delegations ended the turn, is not run. Its refusal rides with the ending's own
+    entry, into the settle, after it (after a turn ended by its delegations, with the session's
+    entries left after that commit: engine/leftover.py)."""
     assert session.outcome is not None
     message = (
         f"this task has already ended ({session.outcome.kind}); calls after "
         "complete_task or fail_task are not run"
     )
+    if session.outcome.kind == "yielded":
+        message = (
+            "this task has already ended (yielded): your turn ended with your delegations; "
+            "calls after it are not run (make them again when you are woken)"
+        )
     if session.awaiting:
         message = (
             f"your turn has ended: {session.awaiting[-1]} waits for a person; "

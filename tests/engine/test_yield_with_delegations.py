@@ -218,6 +218,7 @@ def test_calls_after_the_turn_ended_are_refused(
         report = verify_bundle(firm.export_audit(root.id), firm.audit_key().public)
     assert root.status == Status.DONE and kids == ["cto"]
     assert said and said[0].startswith("error: this task has already ended (yielded)")
+    assert "ended with your delegations" in said[0] and "complete_task" not in said[0]
     assert report.verified, [c.line() for c in report.checks]
 
 
