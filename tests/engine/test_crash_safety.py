@@ -16,21 +16,10 @@ from firm.events import transition_problems
 from firm.store import SqlStore, open_store
 from firm.tasks import Status
 from tests.support import SUBPROCESS_GUARD, firm_cli
+from tests.support.brains import two_levels
 from tests.support.watch import wait_in_store
 
-ORG = """\
-company: Crashy
-max_concurrent: 3
-agents:
-  - {id: ceo, name: Ava, title: Chief Executive Officer}
-""" + "".join(
-    f"  - {{id: m{i}, name: M{i}, title: Engineering Manager, reports_to: ceo}}\n"
-    + "".join(
-        f"  - {{id: e{i}{j}, name: E{i}{j}, title: Backend Engineer, reports_to: m{i}}}\n"
-        for j in range(3)
-    )
-    for i in range(3)
-)
+ORG = two_levels("Crashy", 3, 3, ceo="Ava")
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:

@@ -22,25 +22,13 @@ from firm.store import NewTask, SqlStore, open_store
 from firm.tasks import Outcome, Status
 from firm.testing import FunctionBrain
 from tests.support import firm_cli
-from tests.support.brains import TEAM, PeakCount
+from tests.support.brains import TEAM, PeakCount, two_levels
 from tests.support.watch import wait_in_store
 
 from .test_crash_safety import start
 from .test_delegation_claims import held_root, parts, sqlite_store  # noqa: F401
 
-ORG = """\
-company: Yield Co
-max_concurrent: 3
-agents:
-  - {id: ceo, name: C, title: Chief Executive Officer}
-""" + "".join(
-    f"  - {{id: m{i}, name: M{i}, title: Engineering Manager, reports_to: ceo}}\n"
-    + "".join(
-        f"  - {{id: e{i}{j}, name: E{i}{j}, title: Backend Engineer, reports_to: m{i}}}\n"
-        for j in range(2)
-    )
-    for i in range(2)
-)
+ORG = two_levels("Yield Co", 2, 2)
 
 
 def test_a_manager_that_delegates_waits_after_one_commit(

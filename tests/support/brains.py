@@ -1,6 +1,6 @@
 """Brains the engine tests share — one that counts the sessions running at once, one whose
 reports think long enough to still be running when a test stops the engine — and the team
-they run: a CEO with four engineers (ids e0–e3)."""
+they run: a CEO with four engineers (ids e0–e3), and charts of managers and engineers."""
 
 from __future__ import annotations
 
@@ -19,6 +19,22 @@ TEAM = parse_org(
     ),
     "<test>",
 )
+
+
+def two_levels(company: str, managers: int, reports: int, ceo: str = "C") -> str:
+    """The YAML of a chart with a CEO, `managers` engineering managers (m0…) and `reports`
+    backend engineers under each (e00…), at most three sessions at once."""
+    return (
+        f"company: {company}\nmax_concurrent: 3\nagents:\n"
+        f"  - {{id: ceo, name: {ceo}, title: Chief Executive Officer}}\n"
+    ) + "".join(
+        f"  - {{id: m{i}, name: M{i}, title: Engineering Manager, reports_to: ceo}}\n"
+        + "".join(
+            f"  - {{id: e{i}{j}, name: E{i}{j}, title: Backend Engineer, reports_to: m{i}}}\n"
+            for j in range(reports)
+        )
+        for i in range(managers)
+    )
 
 
 class PeakCount:
