@@ -105,10 +105,11 @@ class Checkpointer:
         run's record is signed whole even when the process that finished it was not; the
         key is loaded meanwhile in a thread of its own, for the checkpoints to come."""
         if self._key is None and self._early is None:
-            self._early = threading.Thread(
+            early = threading.Thread(
                 target=self._load_key_early, name="firm-audit-key", daemon=True
             )
-            self._early.start()
+            early.start()
+            self._early = early  # kept once started, so close() never joins one that is not
         signed: list[str] = []
         if getattr(self.store, "created", False):
             return signed  # a store this process has just made: no run ended unsigned in it

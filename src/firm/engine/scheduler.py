@@ -182,10 +182,12 @@ class Engine:
             except Exception:
                 log.exception("scheduler: store error; retrying")
                 now = True
-            self._thread = threading.Thread(
+            # Kept once started: a Ctrl-C landing in between leaves stop() nothing to join.
+            thread = threading.Thread(
                 target=self._loop, args=(not now,), name="firm-scheduler", daemon=True
             )
-            self._thread.start()
+            thread.start()
+            self._thread = thread
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
