@@ -52,6 +52,14 @@ NOTE_MAX = 4000
 # wait, but answered rather than decided, and never run. The approval paths leave them alone.
 ASK_HUMAN = "ask_human"
 
+# A waiting call past its timeout, if any: built once, so each engine's first look (and a
+# process opening a new store per run makes many engines) does not compile it again.
+_DUE_NOW = (
+    select(A.c.id)
+    .where(A.c.status == PENDING, A.c.timeout_at.is_not(None), A.c.timeout_at < bindparam("now"))
+    .limit(1)
+)
+
 
 @dataclass(frozen=True)
 class Approval:
@@ -293,12 +301,8 @@ class Approvals(TaskTree):
         all); their tasks wake."""
         # A read first (indexed on status, timeout_at): the engine asks every heartbeat, and
         # nearly always nothing is due, so no write lock is taken for nothing.
-        due_now = select(A.c.id).where(
-            A.c.status == PENDING, A.c.timeout_at.is_not(None), A.c.timeout_at < time.time()
-        )
-        with self._read() as conn:
-            if conn.execute(due_now.limit(1)).first() is None:
-                return []
+        if self._select(_DUE_NOW, {"now": time.time()}).first() is None:
+            return []
         with self._write() as tx:
             rows = tx.conn.execute(
                 select(A).where(

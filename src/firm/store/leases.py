@@ -22,6 +22,15 @@ from firm.tasks import Status, Task
 
 T = schema.tasks
 
+# Whether recovery could find anything: a task in progress (its worker may be dead or its
+# lease out) or one waiting (it may have nothing open left). Neither on most stores an engine
+# starts on — always so on one just created — and then recovery is this read: no write lock,
+# and none of its statements compiled (they are built per call, and SQLAlchemy's compiled
+# cache is per engine: a process that opens a new store per run compiled them every time).
+RECOVERABLE = select(
+    exists().where(schema.status_is(T.c.status, Status.IN_PROGRESS))
+    | exists().where(schema.status_is(T.c.status, Status.WAITING))
+)
 
 _CLAIM_LOCK = 0x6669726D01  # the advisory lock capped claims take turns under (PostgreSQL)
 
@@ -104,6 +113,10 @@ class Leases(TaskTree):
         worker may run this at any time; on PostgreSQL rows another transaction holds are
         skipped (whoever holds them settles or wakes them), so recovery never waits or deadlocks.
         """
+        # What the write below would find is committed before this read, so when the read
+        # finds nothing, the write would have changed nothing either.
+        if not self._select(RECOVERABLE).scalar():
+            return {"requeued": [], "woken": []}
         with self._write() as tx:
             holders = list(
                 tx.conn.execute(
