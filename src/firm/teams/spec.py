@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -136,7 +137,7 @@ class TeamSpec(_Frozen):
     # --- the org chart -----------------------------------------------------------------------
 
     def org_chart(self) -> OrgChart:
-        return parse_org(self.org_yaml(), f"<team {self.name}>")
+        return _parsed(self.org_yaml(), f"<team {self.name}>")
 
     def org_yaml(self) -> str:
         grant = self.team_grant()
@@ -175,6 +176,13 @@ class TeamSpec(_Frozen):
             chart["llm"] = self.llm.model_dump(exclude_none=True)
         chart["agents"] = agents
         return yaml.dump(chart, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
+
+
+@lru_cache(maxsize=16)
+def _parsed(text: str, source: str) -> OrgChart:
+    """A team's chart parsed once per text: a start checks it as it builds the team, then
+    submits the run with it (a parse is ~2.5 ms on each start's path). OrgChart is frozen."""
+    return parse_org(text, source)
 
 
 def _chart_agent(m: MemberSpec, reports_to: str, can_grant: list[str] | None = None) -> dict:
