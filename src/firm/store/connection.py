@@ -77,14 +77,14 @@ class SqlBase:
         self._generation = 0  # bumped on every commit or signal, so no wake-up is lost
         self._pg_listener: PgListener | None = None
         self._router: WakeRouter | None = None
-        written = False
+        named: threading.Thread | None = None  # a new file's name being synced (newfile.py)
         try:
             if url.startswith("sqlite"):
                 self.dialect = "sqlite"
                 plain = url.startswith("sqlite:///") and "?" not in url
                 if check_schema and migrate is not False and plain:
                     # A new file is written whole, at head: nothing to check or migrate.
-                    written = newfile.write_new(Path(url[len("sqlite:///") :]))
+                    named = newfile.write_new(Path(url[len("sqlite:///") :]))
                 self.engine = create_engine(
                     url,
                     pool_size=pool_size,
@@ -132,8 +132,9 @@ class SqlBase:
             enabled=self.dialect == "postgresql" if group_commit is None else group_commit,
             keep=self.dialect == "sqlite",
         )
-        self.created = written  # a file made by this open: it holds no run yet
-        if check_schema and not written:
+        self._named = named
+        self.created = named is not None  # a file made by this open: it holds no run yet
+        if check_schema and not self.created:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
 
     @property
@@ -209,6 +210,9 @@ class SqlBase:
 
     def close(self) -> None:
         self._closed = True
+        if self._named is not None:  # the new file's name is on disk before the store closes
+            self._named.join()
+            self._named = None
         self._group.close()
         while self._readers:
             self._readers.pop().close()
