@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from pg_helpers import claim_task, done, started_manager
+from pg_helpers import RUN, claim_task, done, started_manager
 
 from firm.endings import ended_sha256, expand
 from firm.errors import TaskNotFound
@@ -120,3 +120,23 @@ def test_cancelling_a_task_the_store_does_not_have_is_refused(store: SqlStore) -
     with pytest.raises(TaskNotFound):
         store.cancel("T-0000000000000000", "stop")
     assert store.last_seq() == head
+
+
+@pytest.mark.parametrize("root_id", ["goal one", "goal"])
+def test_a_cancel_names_each_task_by_its_own_id_whatever_the_id(
+    store: SqlStore, root_id: str
+) -> None:
+    # A caller may choose a root's id, spaces and all: the cancel still names every task it
+    # ended, and the entry's digest is of those ids.
+    root = store.create_run(RUN, NewTask("goal", "", "ceo", "user"), task_id=root_id)
+    claim_task(store, root.id)
+    kids = store.delegate_many(
+        root.id, 0, [([], NewTask(f"part {i}", "", "r", "ceo")) for i in range(3)], "w"
+    )
+    expected = sorted([root_id, *(k.task.id for k in kids)])
+    head = store.last_seq()
+    assert store.cancel(root_id, "stop") == expected
+    (entry,) = [e for e in store.events_after(head, 100) if e.kind == EventKind.CANCELLED]
+    assert entry.data["ended"] == 4 and entry.data["ended_sha256"] == ended_sha256(expected)
+    assert store.ended_by(entry.seq) == expected
+    assert all(t.status == Status.CANCELLED for t in store.subtree(root_id))
