@@ -3,7 +3,6 @@ entry for it (firm/endings.py): the rows it ended are stamped with that entry's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
@@ -54,7 +53,7 @@ def _seq_of_next(tx: Tx, later: int = 0) -> ColumnElement[Any]:
 
 
 def _top(join_strings: str, parent_id: str) -> ColumnClause[str]:
-    """What a cancel's top row brings besides its id, in the text `_ids_and_top` reads: what
+    """What a cancel's top row brings besides its id, in the text `_top_of` reads: what
     would otherwise be statements of their own, as one text (each column more would cost
     every row a comparison; callgrind: ~5% of the cancel for three): the tasks of the calls
     and questions open in the whole store (the few there are, by an index on status), the
@@ -178,7 +177,7 @@ class Cancellation(Plans):
                 # for its locks, so only a statement after them sees what a transaction
                 # holding one of those rows committed meanwhile (a settle that ended a task,
                 # a delegation that added subtasks under one).
-                rows = tx.conn.execute(
+                ended = (
                     update(T)
                     .where(T.c.id.in_(select(sub.c.id)))
                     .values(
@@ -189,10 +188,17 @@ class Cancellation(Plans):
                         lease_expires_at=None,
                         cancelled_by_seq=_seq_of_next(tx),
                     )
-                    .returning(*_returned("string_agg")),
-                    {"p_id": task_id},
+                    .returning(T.c.id, _returned("string_agg")[1].label("top"))
+                    .cte("ended")
                 )
-                cancelled, top = _ids_and_top(rows)
+                # One row back, not one per task (the client's CPU for 10,001: ~20 → ~5 ms):
+                # the ids as an array, which names any id as it is.
+                n, ids, extra = tx.conn.execute(
+                    select(func.count(), func.array_agg(ended.c.id), func.max(ended.c.top)),
+                    {"p_id": task_id},
+                ).one()
+                cancelled = sorted(ids) if n else []
+                top = _top_of(extra)
             else:
                 # SQLite's write transaction holds the whole file: nothing to lock first.
                 n, rowids, joined, extra = run(tx.conn, CANCEL, {"p_id": task_id}).one()
@@ -317,20 +323,6 @@ class Cancellation(Plans):
         open_now = select(A.c.task_id).where(A.c.status.in_([PENDING, APPROVED]))
         asking = set(tx.conn.execute(open_now).scalars())
         return [t for t in task_ids if t in asking] if asking else []
-
-
-def _ids_and_top(rows: Iterable[Any]) -> tuple[list[str], tuple[str, str | None, bool] | None]:
-    """The ids of the tasks a cancel ends (sorted: the digest's order) and what its top row
-    brought (_returned)."""
-    ids: list[str] = []
-    add = ids.append
-    top = None
-    for task_id, extra in rows:
-        add(task_id)
-        if extra is not None:
-            top = extra
-    ids.sort()
-    return ids, _top_of(top)
 
 
 def _top_of(extra: str | None) -> tuple[str, str | None, bool] | None:

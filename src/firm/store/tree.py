@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Connection, bindparam, insert, literal, select
+from sqlalchemy import Connection, bindparam, func, insert, literal, select
 
 from firm.errors import TaskNotFound
 from firm.events import EventKind
@@ -86,12 +86,16 @@ class TaskTree(SqlBase):
             self._lock_task(tx, parent_id)
         sub = self._subtree_ids(task_id, open_only=open_only).subquery()
         if tx.locking:
-            tx.conn.execute(
+            # Counted, not returned: the rows are locked in this order all the same (the
+            # locking sits above the sort), and 10,000 ids need not travel back.
+            locked = (
                 select(T.c.id)
                 .join(sub, sub.c.id == T.c.id)
                 .order_by(sub.c.depth, T.c.id)
                 .with_for_update(of=T)
+                .subquery()
             )
+            tx.conn.execute(select(func.count()).select_from(locked))
         return parent_id, sub
 
     def _subtree_ids(self, root_id: str, open_only: bool):  # type: ignore[no-untyped-def]
