@@ -293,11 +293,11 @@ def _execute(conn: Connection, cursor: Any, sql: str, args: Any, many: bool = Fa
         after(conn, cursor, sql, args, None, many)
 
 
-def run_sql(conn: Connection, sql: str, before: Listener | None = None) -> None:
-    """Execute a fixed SQL text without parameters on SQLite's cursor (BEGIN IMMEDIATE)."""
+def run_sql(conn: Connection, sql: str, listeners: Listeners | None = None) -> None:
+    """Execute a fixed SQL text without parameters on SQLite's cursor (BEGIN IMMEDIATE), with
+    the connection's listeners, or those the caller looked up."""
     cursor = _cursor(conn)
-    if before is None:
-        before = _listeners(conn)[0]
+    before = (listeners if listeners is not None else _listeners(conn))[0]
     try:
         if before is not None:
             before(conn, cursor, sql, (), None, False)
@@ -318,7 +318,7 @@ def begin_immediate(conn: Connection) -> None:
     The listeners are looked up here, once for the whole transaction (see _listeners)."""
     global _writing
     pair = _lookup(conn)
-    run_sql(conn, "BEGIN IMMEDIATE", pair[0])
+    run_sql(conn, "BEGIN IMMEDIATE", pair)
     _writing = (conn, pair)
 
 
