@@ -182,13 +182,22 @@ def run(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> 
     compiled = _compiled(stmt, conn)
     if compiled is None:
         return conn.execute(stmt, params)  # type: ignore[call-overload]
-    return _rows(conn, compiled, compiled.args(params), _cursor(conn))
-
-
-def _rows(conn: Connection, compiled: _Compiled, args: Sequence[Any], cursor: Any) -> Rows:
-    # Every statement of the store passes here: _execute's steps are written out in place.
     writing = _writing
-    before, after = writing[1] if writing is not None and writing[0] is conn else _lookup(conn)
+    if writing is not None and writing[0] is conn:
+        return _rows(conn, compiled, compiled.args(params), writing[2], writing[1], True)
+    return _rows(conn, compiled, compiled.args(params), _cursor(conn), _lookup(conn))
+
+
+def _rows(
+    conn: Connection,
+    compiled: _Compiled,
+    args: Sequence[Any],
+    cursor: Any,
+    listeners: Listeners,
+    kept: bool = False,
+) -> Rows:
+    # Every statement of the store passes here: _execute's steps are written out in place.
+    before, after = listeners
     try:
         if before is not None:
             before(conn, cursor, compiled.sql, args, None, False)
@@ -205,7 +214,8 @@ def _rows(conn: Connection, compiled: _Compiled, args: Sequence[Any], cursor: An
     except sqlite3.Error as exc:
         raise _wrapped(exc, compiled.sql, args, conn) from exc
     finally:
-        cursor.close()
+        if not kept:  # a write transaction's cursor serves its next statement
+            cursor.close()
 
 
 def read(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Rows | None:
@@ -219,7 +229,7 @@ def read(conn: Connection, stmt: ClauseElement, params: Params | None = None) ->
     driver = conn.connection.dbapi_connection
     if driver is None or driver.in_transaction:  # type: ignore[attr-defined]
         return None
-    return _rows(conn, compiled, compiled.args(params), driver.cursor())
+    return _rows(conn, compiled, compiled.args(params), driver.cursor(), _lookup(conn))
 
 
 def each_row(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Iterator[Any]:
@@ -255,13 +265,18 @@ def run_many(conn: Connection, stmt: ClauseElement, rows: Sequence[Params]) -> N
 
 
 def _executemany(conn: Connection, sql: str, args: list[Any]) -> None:
-    cursor = _cursor(conn)
+    writing = _writing
+    if writing is not None and writing[0] is conn:
+        cursor, kept = writing[2], True
+    else:
+        cursor, kept = _cursor(conn), False
     try:
         _execute(conn, cursor, sql, args, many=True)
     except sqlite3.Error as exc:
         raise _wrapped(exc, sql, args, conn) from exc
     finally:
-        cursor.close()
+        if not kept:
+            cursor.close()
 
 
 def insert_values(
@@ -293,19 +308,22 @@ def _execute(conn: Connection, cursor: Any, sql: str, args: Any, many: bool = Fa
         after(conn, cursor, sql, args, None, many)
 
 
-def run_sql(conn: Connection, sql: str, listeners: Listeners | None = None) -> None:
-    """Execute a fixed SQL text without parameters on SQLite's cursor (BEGIN IMMEDIATE), with
-    the connection's listeners, or those the caller looked up."""
+def run_sql(conn: Connection, sql: str) -> None:
+    """Execute a fixed SQL text without parameters on SQLite's cursor."""
     cursor = _cursor(conn)
-    before = (listeners if listeners is not None else _listeners(conn))[0]
+    try:
+        _sql(conn, cursor, sql, _listeners(conn)[0])
+    finally:
+        cursor.close()
+
+
+def _sql(conn: Connection, cursor: sqlite3.Cursor, sql: str, before: Listener | None) -> None:
     try:
         if before is not None:
             before(conn, cursor, sql, (), None, False)
         cursor.execute(sql)
     except sqlite3.Error as exc:
         raise _wrapped(exc, sql, (), conn) from exc
-    finally:
-        cursor.close()
 
 
 def begin_immediate(conn: Connection) -> None:
@@ -315,17 +333,25 @@ def begin_immediate(conn: Connection) -> None:
     driver already in a transaction and sends nothing (connection.py), and end() commits or
     rolls back through SQLAlchemy's transaction, which ends the driver's.
 
-    The listeners are looked up here, once for the whole transaction (see _listeners)."""
+    The listeners are looked up here, once for the whole transaction (see _listeners), and
+    one cursor serves all its statements (but a lazy each_row's)."""
     global _writing
     pair = _lookup(conn)
-    run_sql(conn, "BEGIN IMMEDIATE", pair)
-    _writing = (conn, pair)
+    cursor = _cursor(conn)
+    try:
+        _sql(conn, cursor, "BEGIN IMMEDIATE", pair[0])
+    except BaseException:
+        cursor.close()
+        raise
+    _writing = (conn, pair, cursor)
 
 
 def end(conn: Connection, commit: bool) -> None:
     """Commit (or roll back) the transaction begin_immediate opened."""
     global _writing
-    _writing = None
+    writing, _writing = _writing, None
+    if writing is not None and writing[0] is conn:
+        writing[2].close()
     if conn.in_transaction():  # SQLAlchemy began too: let it end its transaction and ours
         if commit:
             conn.commit()
@@ -345,12 +371,13 @@ def end(conn: Connection, commit: bool) -> None:
 
 Listener = Callable[..., None]
 Listeners = tuple[Listener | None, Listener | None]
-# The write transaction begin_immediate opened last, with its listeners. A store's writes on
-# SQLite are one at a time (its writer lock), so one slot serves the usual process of one
-# store; any connection that does not match it (a pooled read in another thread, a second
-# store's write) looks its listeners up itself, so a slot taken or cleared by another store
-# costs a lookup, never a wrong answer.
-_writing: tuple[Connection, Listeners] | None = None
+# The write transaction begin_immediate opened last, with its listeners and its cursor. A
+# store's writes on SQLite are one at a time (its writer lock), so one slot serves the usual
+# process of one store; any connection that does not match it (a pooled read in another
+# thread, a second store's write) looks its listeners up and opens a cursor itself, so a slot
+# taken or cleared by another store costs a lookup, never a wrong answer (a cursor whose slot
+# was taken is closed when it is collected).
+_writing: tuple[Connection, Listeners, sqlite3.Cursor] | None = None
 
 
 def _listeners(conn: Connection) -> Listeners:
