@@ -3,6 +3,8 @@ seen exactly as through SQLAlchemy."""
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -99,3 +101,49 @@ def test_a_task_read_back_has_every_field_a_task_has(sqlite_store: SqlStore) -> 
     done = sqlite_store.get_task(root.id)
     assert (done.status, done.files, done.worker_id) == (Status.DONE, ("a.md", "b.md"), None)
     assert claimed.priority == Priority.NORMAL and claimed.grant is None
+
+
+def test_a_statement_that_fails_inside_a_write_writes_nothing_and_the_next_write_works(
+    sqlite_store: SqlStore,
+) -> None:
+    """A write's statements share its cursor: one that fails ends the write with nothing of it
+    written, and the next write starts clean."""
+    root = sqlite_store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    before = sqlite_store.last_seq()
+    with pytest.raises(OperationalError), sqlite_store._write() as tx:
+        tx.emit(EventKind.THOUGHT, root.id, "ceo", text="never written")
+        run(tx.conn, NO_SUCH_TABLE)
+    assert sqlite_store.last_seq() == before
+    sqlite_store.append_events([(EventKind.THOUGHT, root.id, "ceo", {"text": "written"})])
+    assert [e.data.get("text") for e in sqlite_store.events_after(before)] == ["written"]
+
+
+def test_two_stores_writing_at_once_in_one_process_lose_nothing(tmp_path: Path) -> None:
+    """Each write runs on its own connection's cursor even while another store of the same
+    process writes at the same moment: every entry of both lands, each log gapless and
+    chained."""
+    stores = [open_store(tmp_path / f"{name}.db") for name in ("a", "b")]
+    errors: list[BaseException] = []
+
+    def write(store: SqlStore) -> None:
+        try:
+            for i in range(150):
+                store.append_events([(EventKind.THOUGHT, None, "ceo", {"text": f"{i}"})])
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        for store in stores:
+            log = store.events_after(0)
+            assert [e.seq for e in log] == list(range(1, len(log) + 1))
+            assert [e.data["text"] for e in log] == [f"{i}" for i in range(150)]
+            assert all(e.prev_hash == p.hash for p, e in itertools.pairwise(log))
+    finally:
+        for store in stores:
+            store.close()
