@@ -63,7 +63,10 @@ class Tx:
         for kind, task_id, agent, data in self.pending:
             text = texts.get(id(data))
             if text is None:
-                text = texts[id(data)] = _canonical(kind, task_id, data)
+                try:  # what is stored, so what is checked and hashed is exactly what is stored
+                    text = texts[id(data)] = canonical_json(data)
+                except (TypeError, ValueError) as exc:
+                    raise _not_json(kind, task_id, exc) from None
             known = seen.get((kind, text))
             if known is None:
                 known = seen[(kind, text)] = _as_stored(kind, task_id, data, text)
@@ -123,7 +126,10 @@ def append_chain(
     the head this process knows, else on the one read under its lock — then the entries are
     inserted in one batch. Fills each Tx's `appended`; returns the new head, for the caller to
     remember once the transaction has committed (None: nothing was appended)."""
-    if not any(tx.checked for tx in txs):
+    for tx in txs:  # a loop, not any() over a generator: most commits are one transaction
+        if tx.checked:
+            break
+    else:
         return None
     known = head.guess() if head is not None else None
     if known is not None and head is not None:
@@ -194,11 +200,16 @@ def _move_head(
     expected: tuple[int, str] | None = None,
 ) -> bool:
     """Move the chain head to `head` (only from `expected`, when given); True if it moved."""
-    params = {"p_seq": head[0], "p_hash": head[1]}
-    stmt = Q.MOVE_HEAD
-    if expected is not None:
+    if expected is None:
+        stmt, params = Q.MOVE_HEAD, {"p_seq": head[0], "p_hash": head[1]}
+    else:
         stmt = MOVE_HEAD_FROM
-        params.update(p_from_seq=expected[0], p_from_hash=expected[1])
+        params = {
+            "p_seq": head[0],
+            "p_hash": head[1],
+            "p_from_seq": expected[0],
+            "p_from_hash": expected[1],
+        }
     if locking:  # delivered at commit, in commit order, and only if it commits
         note = notify.payload(head[0], [e for mine in events for e in mine])
         move = stmt.returning(func.pg_notify(notify.CHANNEL, note))  # one trip
@@ -210,15 +221,6 @@ def _move_head(
 MOVE_HEAD_FROM = Q.MOVE_HEAD.where(
     Q.HEAD.c.seq == bindparam("p_from_seq"), Q.HEAD.c.hash == bindparam("p_from_hash")
 )
-
-
-def _canonical(kind: str, task_id: str | None, data: Any) -> str:
-    """The data's canonical text — what is stored, so what is checked and hashed is exactly
-    what is stored — else InvalidEvent, and the transaction writes nothing."""
-    try:
-        return canonical_json(data)
-    except (TypeError, ValueError) as exc:
-        raise _not_json(kind, task_id, exc) from None
 
 
 def _as_stored(
@@ -286,7 +288,11 @@ class DbClock:
         self.measured_at = -self.refresh_every
 
     def now(self, conn: Connection) -> float:
-        if self.use_server and time.monotonic() - self.measured_at > self.refresh_every:
+        if not self.use_server:
+            # Whole microseconds, as round(time(), 6) gives them, without the decimal
+            # conversion rounding to digits runs (as much as the rest of this call).
+            return time.time_ns() // 1000 / 1e6
+        if time.monotonic() - self.measured_at > self.refresh_every:
             server = conn.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar()
             self.offset = float(server) - time.time()
             self.measured_at = time.monotonic()
