@@ -50,6 +50,19 @@ _KEYS = func.json_each(bindparam("keys_json")).table_valued("value")
 BY_DEDUPE_KEYS_JSON = select(T).where(T.c.dedupe_key.in_(select(_KEYS.c.value)))
 
 
+# A model call's usage, built once: each session records one per call, and a statement built
+# per call was compiled again for every store a process opened (the compiled cache is per engine).
+ADD_USAGE = (
+    update(T)
+    .where(T.c.id == bindparam("p_id"))
+    .values(
+        calls=T.c.calls + bindparam("p_calls"),
+        prompt_tokens=T.c.prompt_tokens + bindparam("p_prompt"),
+        completion_tokens=T.c.completion_tokens + bindparam("p_done"),
+    )
+)
+
+
 class Delegation(TaskTree):
     def delegate(
         self,
@@ -301,16 +314,14 @@ class Delegation(TaskTree):
     def add_usage(
         self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
     ) -> None:
+        params = {
+            "p_id": task_id,
+            "p_calls": calls,
+            "p_prompt": prompt_tokens,
+            "p_done": completion_tokens,
+        }
         with self._write() as tx:
-            tx.conn.execute(
-                update(T)
-                .where(T.c.id == task_id)
-                .values(
-                    calls=T.c.calls + calls,
-                    prompt_tokens=T.c.prompt_tokens + prompt_tokens,
-                    completion_tokens=T.c.completion_tokens + completion_tokens,
-                )
-            )
+            run(tx.conn, ADD_USAGE, params)
 
 
 class _Claim(NamedTuple):

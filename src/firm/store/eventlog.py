@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select
+from sqlalchemy import ColumnElement, bindparam, func, or_, select
 
 from firm.store import queries as Q
 from firm.store import schema
@@ -18,6 +19,15 @@ from firm.store.rows import event_from_row
 
 E = schema.events
 T = schema.tasks
+
+# The plain and the most asked reads of the log, built once so they are compiled once per
+# process (store/prepared.py), not once per store: SQLAlchemy's compiled cache is per engine,
+# and a program that opens a new store per run (Team.start) compiled them every run.
+AFTER = select(E).where(E.c.seq > bindparam("after")).order_by(E.c.seq).limit(bindparam("lim"))
+# A few tasks' own entries, the tasks as one JSON array on SQLite (an expanding IN is
+# compiled again for each number of them).
+_IDS = func.json_each(bindparam("ids_json")).table_valued("value")
+AFTER_OF_JSON = AFTER.where(E.c.task_id.in_(select(_IDS.c.value)))
 
 
 class EventLog(SqlBase):
@@ -40,6 +50,12 @@ class EventLog(SqlBase):
         """Entries after `seq` in order; with `task_ids`, those tasks' own. `with_cancels` adds
         the cancel that ended each of them when it was written on an ancestor (one entry ends a
         whole subtree): a task's history then shows how it ended."""
+        params: dict[str, Any] = {"after": seq, "lim": limit}
+        if task_ids is None:
+            return [event_from_row(r) for r in self._select(AFTER, params)]
+        if not with_cancels and self.dialect == "sqlite":
+            params["ids_json"] = json.dumps(list(task_ids))
+            return [event_from_row(r) for r in self._select(AFTER_OF_JSON, params)]
         q = select(E).where(E.c.seq > seq).order_by(E.c.seq).limit(limit)
         if task_ids is not None:
             ids = list(task_ids)

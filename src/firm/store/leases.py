@@ -4,10 +4,11 @@ their leases, and recovery takes back tasks whose worker died or whose lease exp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Row, delete, exists, func, insert, or_, select, update
+from sqlalchemy import Row, bindparam, delete, exists, func, insert, or_, select, update
 
 from firm.errors import StoreError
 from firm.events import EventKind
@@ -30,6 +31,23 @@ T = schema.tasks
 RECOVERABLE = select(
     exists().where(schema.status_is(T.c.status, Status.IN_PROGRESS))
     | exists().where(schema.status_is(T.c.status, Status.WAITING))
+)
+
+# A stopping engine hands back what it runs (a team's start stops one per run). On SQLite
+# built once, the ids as one JSON array, so it runs prebuilt (store/prepared.py) instead of
+# being compiled by every store's engine.
+_IDS = func.json_each(bindparam("ids_json")).table_valued("value")
+RELEASE = (
+    update(T)
+    .where(
+        T.c.id.in_(select(_IDS.c.value)),
+        T.c.worker_id == bindparam("worker"),
+        T.c.status == str(Status.IN_PROGRESS),
+    )
+    .values(
+        status=str(Status.TODO), worker_id=None, lease_expires_at=None, updated_at=bindparam("now")
+    )
+    .returning(T.c.id, T.c.assignee)
 )
 
 _CLAIM_LOCK = 0x6669726D01  # the advisory lock capped claims take turns under (PostgreSQL)
@@ -231,21 +249,25 @@ class Leases(TaskTree):
         if not ids:
             return []
         with self._write() as tx:
-            rows = tx.conn.execute(
-                update(T)
-                .where(
-                    T.c.id.in_(ids),
-                    T.c.worker_id == worker_id,
-                    T.c.status == str(Status.IN_PROGRESS),
-                )
-                .values(
-                    status=str(Status.TODO),
-                    worker_id=None,
-                    lease_expires_at=None,
-                    updated_at=tx.now,
-                )
-                .returning(T.c.id, T.c.assignee)
-            ).all()
+            if tx.locking:  # PostgreSQL
+                rows = tx.conn.execute(
+                    update(T)
+                    .where(
+                        T.c.id.in_(ids),
+                        T.c.worker_id == worker_id,
+                        T.c.status == str(Status.IN_PROGRESS),
+                    )
+                    .values(
+                        status=str(Status.TODO),
+                        worker_id=None,
+                        lease_expires_at=None,
+                        updated_at=tx.now,
+                    )
+                    .returning(T.c.id, T.c.assignee)
+                ).all()
+            else:
+                params = {"ids_json": json.dumps(ids), "worker": worker_id, "now": tx.now}
+                rows = run(tx.conn, RELEASE, params).all()
             for tid, assignee in rows:
                 tx.emit(EventKind.REQUEUED, tid, assignee, reason=reason)
         return [r[0] for r in rows]

@@ -7,8 +7,6 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy.engine import Row
-
 from firm.store.base import Event
 from firm.store.prepared import Row as PreparedRow
 from firm.tasks import Priority, Status, Task
@@ -88,7 +86,7 @@ def task_from_row(row: Any) -> Task:
     return task
 
 
-def event_from_row(row: Row[Any]) -> Event:
+def event_from_row(row: Any) -> Event:
     m = row._mapping
     return Event(
         seq=m["seq"],

@@ -29,6 +29,9 @@ T = schema.tasks
 # (~0.5 ms of CPU on the path from a submit to its first session).
 _RUN_COLUMNS = ("id", "org_yaml", "org_source", "brain", "brain_options", "workspace", "created_at")
 _INSERT_RUN = insert(schema.runs).values({c: bindparam(c) for c in _RUN_COLUMNS})
+# Read by each run's first session and by whoever reads a run back (a team's result): built
+# once, so a process that opens a new store per run does not compile it per store.
+RUN = select(schema.runs).where(schema.runs.c.id == bindparam("id"))
 
 
 class RootClaim(NamedTuple):
@@ -117,8 +120,7 @@ class Runs(TaskTree):
 
     @retrying
     def run(self, run_id: str) -> RunSpec:
-        with self._read() as conn:
-            row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).first()
+        row = self._select(RUN, {"id": run_id}).first()
         if row is None:
             raise TaskNotFound(run_id)
         m = row._mapping
