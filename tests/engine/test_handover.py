@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sqlalchemy import event
+
 from firm.engine import Engine
 from firm.org import parse_org
 from firm.store import NewTask, RunSpec, SqlStore
@@ -93,6 +95,33 @@ def test_a_settle_that_wakes_nothing_hands_its_slot_to_the_queues_head(store: Sq
     store.set_max_running(1)  # lowered while they run: the next settle frees its slot
     res = store.settle(other.id, "staff", Outcome.done("c"), hand_over=30)
     assert res.claimed == []
+
+
+def test_a_settle_that_finds_the_queue_empty_claims_nothing_and_runs_no_claim(
+    store: SqlStore,
+) -> None:
+    root, kids = manager_with_reports(store, 2)
+    updates: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if statement.lstrip().upper().startswith("UPDATE TASKS"):
+            updates.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        res = store.settle(kids[0].id, "staff", Outcome.done("a"), hand_over=30)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    # The settle's own UPDATE read the queue (empty: both reports run), so no claim followed.
+    assert res.applied and res.woke == [] and res.claimed == []
+    assert len(updates) == 1, updates
+    # Queued work is still handed over (above), and left for anyone when it is not.
+    later = store.delegate(root.id, 0, NewTask("part 9", "", "r9", "ceo")).task
+    res = store.settle(kids[1].id, "staff", Outcome.done("b"), hand_over=30)
+    if store.dialect == "sqlite":
+        assert [t.id for t in res.claimed] == [later.id]
+    else:
+        assert res.claimed == [] and [t.id for t in store.claim("w", 1, 30)] == [later.id]
 
 
 def test_an_engine_runs_woken_managers_without_waiting_for_its_scheduler(

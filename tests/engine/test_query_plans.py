@@ -17,7 +17,7 @@ from sqlalchemy.sql import ClauseElement
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.store import queries as Q
 from firm.store.cancel import CANCEL, CANCEL_ROWS
-from firm.store.delegation import SETTLE_ENDED_HELD
+from firm.store.delegation import SETTLE_ENDED_HELD, SETTLE_ENDED_HELD_QUEUED_AT_HEAD
 from firm.store.handover import AHEAD_OF_ONE
 from firm.store.yielding import YIELD_COUNTS
 
@@ -72,6 +72,8 @@ def plan(store: SqlStore, stmt: ClauseElement) -> list[str]:
         (Q.OPEN_CHILDREN, "ix_tasks_parent_open"),
         (YIELD_COUNTS, "ix_tasks_parent_open"),
         (SETTLE_ENDED_HELD, "ix_tasks_parent_open"),
+        (SETTLE_ENDED_HELD_QUEUED_AT_HEAD, "ix_tasks_parent_open"),
+        (SETTLE_ENDED_HELD_QUEUED_AT_HEAD, "ix_tasks_claim"),  # is anything queued
         (Q.OPEN_WORK, "ix_tasks_open"),
         (Q.RUNNING_COUNT, "ix_tasks_open"),
         (CANCEL, "ix_tasks_open"),  # a run's root: its run's open tasks

@@ -31,6 +31,7 @@ from firm.store.yielding import write_yield
 from firm.tasks import Outcome, Status, Task, delegation_key, subtask_id
 
 T = schema.tasks
+_Q = T.alias("queued")  # the queue, beside the row a settle changes
 YIELD = Outcome.yielded()
 
 # The settle of a task that ended, guarded: it changes the row only while this worker holds it.
@@ -40,9 +41,23 @@ SETTLE_ENDED_HELD = Q.SETTLE_ENDED.where(
 ).returning(Q.WAKE_DUE)
 # The same with the log's head, read by the statement that proves the task still held: where
 # an ending call the settle checks is placed (store/checked.SettleChecked).
-SETTLE_ENDED_HELD_AT_HEAD = SETTLE_ENDED_HELD.returning(
-    select(schema.chain_head.c.seq).where(schema.chain_head.c.id == 1).scalar_subquery()
+_HEAD_SEQ = select(schema.chain_head.c.seq).where(schema.chain_head.c.id == 1).scalar_subquery()
+SETTLE_ENDED_HELD_AT_HEAD = SETTLE_ENDED_HELD.returning(_HEAD_SEQ)
+# SQLite: the same, saying too whether any task waits in the queue (a seek on the claim
+# index). A settle that wakes nothing hands its slot to the queue's head (store/handover.py);
+# most find the queue empty — a burst of leaves whose reports were all claimed at their
+# delegation — and this column spares them the claim's statement.
+_QUEUED = (
+    select(_Q.c.id)
+    # schema.claimable's terms (the claim index's), read in its order: its first entry
+    .where(schema.status_is(_Q.c.status, Status.TODO), _Q.c.held_by_plan.is_(None))
+    .order_by(_Q.c.priority.desc(), _Q.c.created_at, _Q.c.id)
+    .limit(1)
+    .scalar_subquery()
+    .is_not(None)
 )
+SETTLE_ENDED_HELD_QUEUED = SETTLE_ENDED_HELD.returning(_QUEUED)
+SETTLE_ENDED_HELD_QUEUED_AT_HEAD = SETTLE_ENDED_HELD_QUEUED.returning(_HEAD_SEQ)
 BY_DEDUPE_KEYS = select(T).where(T.c.dedupe_key.in_(bindparam("keys", expanding=True)))
 # SQLite: the keys as one JSON array, so the statement is the same for any number of them
 # and runs prebuilt (store/prepared.py); an expanding IN is compiled again for each count.
@@ -227,11 +242,16 @@ class Delegation(TaskTree):
         transaction (store/handover.py) and returned in `claimed`."""
         with self._write() as tx:
             if outcome.kind in ("done", "failed"):
-                held, after, wake_due = self._settle_ended(tx, task_id, worker_id, outcome, events)
+                held, after, wake_due, queued = self._settle_ended(
+                    tx, task_id, worker_id, outcome, events
+                )
                 if not held:
                     return SettleResult(False, after)
                 woke = self._wake_if_done(tx, after.parent_id) if wake_due else []
-                claimed = claim_next(tx, woke, worker_id, hand_over) if hand_over else []
+                if hand_over and (woke or queued):
+                    claimed = claim_next(tx, woke, worker_id, hand_over)
+                else:
+                    claimed = []
                 return SettleResult(True, after, woke, claimed)
             task = self._lock_family(tx, task_id)
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
@@ -244,11 +264,13 @@ class Delegation(TaskTree):
 
     def _settle_ended(
         self, tx: Tx, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents
-    ) -> tuple[bool, Task, bool]:
+    ) -> tuple[bool, Task, bool, bool]:
         """A session's task done or failed: the holder check and the change are one UPDATE
         (only the row still in progress under this worker changes), so a session that lost
-        its task changes nothing. Returns whether it was held, the task, and whether its
-        parent's wake is due (read by the same UPDATE, in the same transaction as the wake)."""
+        its task changes nothing. Returns whether it was held, the task, whether its parent's
+        wake is due (read by the same UPDATE, in the same transaction as the wake), and
+        whether a hand-over could find a task in the queue (on PostgreSQL, where a leaf's
+        settle hands nothing over, taken as yes)."""
         self._lock_parent(tx, task_id)  # PostgreSQL: parent before child
         status = Status.DONE if outcome.kind == "done" else Status.FAILED
         ended = {
@@ -261,9 +283,11 @@ class Delegation(TaskTree):
             "p_now": tx.now,
         }
         before, ending, rest = split_at_check(events)
-        row = run(
-            tx.conn, SETTLE_ENDED_HELD if ending is None else SETTLE_ENDED_HELD_AT_HEAD, ended
-        ).first()
+        if tx.locking:
+            stmt = SETTLE_ENDED_HELD if ending is None else SETTLE_ENDED_HELD_AT_HEAD
+        else:
+            stmt = SETTLE_ENDED_HELD_QUEUED if ending is None else SETTLE_ENDED_HELD_QUEUED_AT_HEAD
+        row = run(tx.conn, stmt, ended).first()
         if row is None:
             task = self._lock_task(tx, task_id)
             if task is None:
@@ -274,7 +298,7 @@ class Delegation(TaskTree):
                 state = check_state(task_id, run(tx.conn, STATE_AT_HEAD, {"id": task_id}).first())
                 events = [*before, *ending.decide(state), *rest]
             self._superseded(tx, task, events)
-            return False, task, False
+            return False, task, False, False
         # What the UPDATE left as it was (id, turn, assignee, run) is all the plan and the
         # entries below read of the task.
         after = task_from_row(row)
@@ -290,7 +314,9 @@ class Delegation(TaskTree):
             tx.emit(EventKind.COMPLETED, after, result=outcome.result, files=list(outcome.files))
         else:
             tx.emit(EventKind.FAILED, after, error=outcome.error)
-        return True, after, bool(row[len(T.c)])  # wake_due, the first column after the task's
+        # wake_due, the first column after the task's; then, on SQLite, whether any is queued
+        wake_due = bool(row[len(T.c)])
+        return True, after, wake_due, tx.locking or bool(row[len(T.c) + 1])
 
     @staticmethod
     def _superseded(tx: Tx, task: Task, events: PendingEvents) -> SettleResult:
