@@ -42,7 +42,8 @@ def test_plain_run_shows_progress_report_and_files(company: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "delegated" in proc.stdout and "→ gabriel" in proc.stdout
     assert "merged 2 deliverable(s)" in proc.stdout
-    assert "Files (in" in proc.stdout and "gabriel/" in proc.stdout
+    # An engineer's deliverable, in the folder of the team it works in (its manager's).
+    assert "Files (in" in proc.stdout and "cto/gabriel-T-" in proc.stdout
 
 
 def test_tasks_show_and_cancel(company: Path) -> None:

@@ -31,3 +31,30 @@ def test_a_leaf_without_files_write_delivers_text_and_one_with_it_a_file(tmp_pat
     )
     assert not (tmp_path / "ws" / "pen").exists()
     assert root.files[0] == f"boss/{root.id}-report.md"
+
+
+def test_a_teams_deliverables_share_its_managers_folder(tmp_path: Path) -> None:
+    chart = ORG + "  - {id: ops, name: Oz, title: Backend Engineer, reports_to: boss}\n"
+    with Firm(tmp_path / "firm.db") as firm:
+        root = firm.run(parse_org(chart, "<t>"), "Launch", workspace=tmp_path / "ws", timeout=60)
+        tasks = {t.assignee: t for t in firm.subtree(root.id)}
+    assert root.status == "done", root.error
+    # One folder for the team, its report beside its members' files, each named by its author.
+    for member in ("dev", "ops"):
+        (path,) = tasks[member].files
+        assert path.startswith(f"boss/{member}-{tasks[member].id}-")
+        assert (tmp_path / "ws" / path).is_file()
+    assert sorted(p.name for p in (tmp_path / "ws").iterdir()) == ["boss"]
+    assert set(root.files) == {
+        f"boss/{root.id}-report.md",
+        *tasks["dev"].files,
+        *tasks["ops"].files,
+    }
+    # A leaf with no manager (a company of one) writes into its own folder.
+    with Firm(tmp_path / "one.db") as firm:
+        solo = parse_org(
+            "company: Solo\nagents:\n  - {id: dev, name: D, title: Backend Engineer}\n"
+        )
+        done = firm.run(solo, "Build", workspace=tmp_path / "ws1", timeout=60)
+    assert done.status == "done", done.error
+    assert done.files[0].startswith(f"dev/dev-{done.id}-")

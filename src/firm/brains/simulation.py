@@ -234,7 +234,10 @@ class SimulationBrain:
         task, me = session.task, session.agent
         area = work_area(me)
         goal = goal_of(task.title)
-        path = f"{me.id}/{task.id}-{slug(area + ' ' + goal)}.md"
+        # A team's deliverables share its manager's folder, where the manager's report goes
+        # too: one folder made per team, not one per member (making a folder costs about what
+        # making the file does).
+        path = f"{me.reports_to or me.id}/{me.id}-{task.id}-{slug(area + ' ' + goal)}.md"
         body = "\n".join(
             [
                 f"# {area}: {goal}",
