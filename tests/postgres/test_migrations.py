@@ -222,3 +222,26 @@ def test_stores_opened_at_once_on_one_new_file_share_it(tmp_path):
     finally:
         for store in opened:
             store.close()
+
+
+def test_a_new_store_does_not_take_the_wal_a_removed_store_left(tmp_path, caplog):
+    path = tmp_path / "firm.db"
+    with Firm(path) as firm:
+        firm.submit(TEAM, "A goal of the removed store")
+        # What a kill -9 leaves beside the file: its WAL, with the run in it.
+        kept = (tmp_path / "firm.db-wal").read_bytes()
+    path.unlink()  # the store removed to start afresh, its WAL left behind
+    (tmp_path / "firm.db-wal").write_bytes(kept)
+
+    fresh = open_store(path)
+    try:
+        assert fresh.created
+        assert fresh.events_after(0) == []  # nothing of the removed store came back
+        with Firm(path) as firm:
+            root = firm.submit(TEAM, "A new goal")
+        assert fresh.get_task(root.id).title == "A new goal"
+        with fresh.engine.connect() as conn:
+            assert conn.execute(text("PRAGMA integrity_check")).scalar() == "ok"
+    finally:
+        fresh.close()
+    assert "left over from a store no longer there" in caplog.text

@@ -31,6 +31,7 @@ from firm.store import migrate
 log = logging.getLogger("firm.store")
 
 _lock = threading.Lock()
+_creating = threading.Lock()
 _image: list[bytes] = []
 
 
@@ -60,9 +61,19 @@ def write_new(path: Path) -> threading.Thread | None:
     """Write a new store at `path` from the image. None (and nothing written) when the file
     exists already or the image cannot be placed atomically; else the thread putting its
     name on disk (`_sync_folder`), which the store joins before it closes."""
-    if path.exists() or not hasattr(sqlite3.Connection, "serialize"):
-        return None
-    image = schema_image()
+    # One at a time in a process, from the look at `path` to its name: another thread's look
+    # then finds the store this one made, never a moment where it looks gone while its WAL
+    # is already there (which _drop_orphans would take as left over).
+    with _creating:
+        if path.exists():
+            return None
+        _drop_orphans(path)
+        if not hasattr(sqlite3.Connection, "serialize"):
+            return None
+        return _place(path, schema_image())
+
+
+def _place(path: Path, image: bytes) -> threading.Thread | None:
     part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     try:
         try:
@@ -87,6 +98,22 @@ def write_new(path: Path) -> threading.Thread | None:
     )
     named.start()
     return named
+
+
+def _drop_orphans(path: Path) -> None:
+    """Remove a WAL and its index left beside a store that is gone (a kill -9 leaves them, and
+    a store removed afterwards leaves them behind). SQLite would take them as the new file's
+    and replay their pages into it: the removed store's runs back in the new one, or pages
+    of another schema. Only a connection to the store writes them, and none can while the
+    store does not exist, so with no store at `path` they are left over. (Across processes a
+    narrow race is left: another process making the same new store could put its name and
+    open it between this one's look and its removal; two processes creating one store at
+    the same instant beside a left-over WAL.)"""
+    for suffix in ("-wal", "-shm"):
+        orphan = path.with_name(path.name + suffix)
+        with contextlib.suppress(FileNotFoundError):
+            orphan.unlink()
+            log.warning("removed %s, left over from a store no longer there", orphan)
 
 
 def _sync_folder(folder: Path) -> None:
