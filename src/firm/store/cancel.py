@@ -70,10 +70,9 @@ def _top(join_strings: str, parent_id: str) -> ColumnClause[str]:
     )
 
 
-def _returned(join_strings: str) -> tuple[ColumnElement[Any], ...]:
-    """What a cancel reads of each task it ends: the id, and on the top row only (NULL on
-    every other) `_top`."""
-    return (T.c.id, case((T.c.id == bindparam("p_id"), _top(join_strings, "tasks.parent_id"))))
+def _top_only(join_strings: str) -> ColumnElement[Any]:
+    """`_top` on the cancel's top row, NULL on every other row it ends."""
+    return case((T.c.id == bindparam("p_id"), _top(join_strings, "tasks.parent_id")))
 
 
 # The task's open subtree, whatever the task. A run's root: its subtree is its run (a task's
@@ -132,7 +131,7 @@ def _sqlite_cancel():  # type: ignore[no-untyped-def]
     below = select(tree.c.rid, tree.c.id, case((tree.c.parent_id.is_not(None), top))).where(
         tree.c.status.in_(_OPEN_LITERALS)
     )
-    ends = select(_ROW.label("rid"), T.c.id, _returned("group_concat")[1].label("top"))
+    ends = select(_ROW.label("rid"), T.c.id, _top_only("group_concat").label("top"))
     found = union_all(ends.where(run), below).subquery("found")
     return select(
         func.count(),
@@ -189,7 +188,7 @@ class Cancellation(Plans):
                         lease_expires_at=None,
                         cancelled_by_seq=_seq_of_next(tx),
                     )
-                    .returning(T.c.id, _returned("string_agg")[1].label("top"))
+                    .returning(T.c.id, _top_only("string_agg").label("top"))
                     .cte("ended")
                 )
                 # One row back, not one per task (the client's CPU for 10,001: ~20 → ~5 ms):

@@ -49,8 +49,7 @@ SETTLE_ENDED_HELD_AT_HEAD = SETTLE_ENDED_HELD.returning(_HEAD_SEQ)
 # delegation — and this column spares them the claim's statement.
 _QUEUED = (
     select(_Q.c.id)
-    # schema.claimable's terms (the claim index's), read in its order: its first entry
-    .where(schema.status_is(_Q.c.status, Status.TODO), _Q.c.held_by_plan.is_(None))
+    .where(schema.claimable(_Q))  # the claim index's terms, read in its order: its first entry
     .order_by(_Q.c.priority.desc(), _Q.c.created_at, _Q.c.id)
     .limit(1)
     .scalar_subquery()

@@ -43,6 +43,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateIndex
 from sqlalchemy.sql.compiler import DDLCompiler
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import FromClause
 
 from firm.tasks import OPEN, Status
 
@@ -127,7 +128,7 @@ def is_open(status: ColumnElement[str]) -> ColumnElement[bool]:
     return or_(*(status_is(status, s) for s in sorted(OPEN)))
 
 
-def claimable(t: Table) -> ColumnElement[bool]:
+def claimable(t: FromClause) -> ColumnElement[bool]:
     """What a claim takes: todo and not held by a plan (the claim index's predicate)."""
     return and_(status_is(t.c.status, Status.TODO), t.c.held_by_plan.is_(None))
 
