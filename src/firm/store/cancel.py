@@ -25,6 +25,7 @@ from firm.errors import TaskNotFound
 from firm.events import EventKind
 from firm.store import schema
 from firm.store.approvals import APPROVED, PENDING
+from firm.store.latecheckpoint import big_write
 from firm.store.plans import Plans
 from firm.store.prepared import run
 from firm.store.queries import OPEN_VALUES, is_open
@@ -168,7 +169,7 @@ class Cancellation(Plans):
     @retrying
     def cancel(self, task_id: str, reason: str, by: str = "user") -> list[str]:
         """Cancel the task and its open subtree; returns the ids cancelled (sorted)."""
-        with self._write() as tx:
+        with big_write(self._late) as big, self._write() as tx:
             if tx.locking:
                 parent_id, sub = self._lock_subtree(tx, task_id, open_only=True)
                 # Driven by the subtree alone: its walk keeps only the open tasks (in this
@@ -210,6 +211,7 @@ class Cancellation(Plans):
                         cancelled = run(tx.conn, CANCEL_IDS, {"p_rows": rowids}).scalars()
                     cancelled.sort()
                     top = _top_of(extra)
+                    big.rows(tx.conn, n)
                     args = {
                         "p_rows": rowids,
                         "p_reason": reason,
@@ -246,7 +248,7 @@ class Cancellation(Plans):
         cascade down the tree is the verifier's to recompute) and one `cancelled` for those it
         ended. Returns the ids newly revoked (sorted).
         """
-        with self._write() as tx:
+        with big_write(self._late) as big, self._write() as tx:
             parent_id, sub = self._lock_subtree(tx, task_id, open_only=False)
             was_open = T.c.status.in_(OPEN_VALUES)
             rows = tx.conn.execute(
@@ -266,6 +268,7 @@ class Cancellation(Plans):
                 )
                 .returning(T.c.id, T.c.status, T.c.finished_at)
             ).all()
+            big.rows(tx.conn, len(rows))
             revoked = sorted(r.id for r in rows)
             # RETURNING shows new rows: those cancelled now finished now
             ended = sorted(

@@ -24,6 +24,7 @@ from firm.errors import StoreError
 from firm.store import migrate, newfile, notify, schema
 from firm.store.base import EventListener
 from firm.store.group import GroupWriter
+from firm.store.latecheckpoint import LateCheckpoints
 from firm.store.notify import PgListener, SignalListener, StoreSignal
 from firm.store.prepared import Params, Rows, read, run, run_sql
 from firm.store.retry import RetryPolicy, retrying
@@ -132,6 +133,10 @@ class SqlBase:
             enabled=self.dialect == "postgresql" if group_commit is None else group_commit,
             keep=self.dialect == "sqlite",
         )
+        # A big write's checkpoint, left to a thread after its commit (latecheckpoint.py).
+        self._late = (
+            LateCheckpoints(self._sqlite_writer, self._read) if self._sqlite_writer else None
+        )
         self._named = named
         self.created = named is not None  # a file made by this open: it holds no run yet
         if check_schema and not self.created:
@@ -213,6 +218,8 @@ class SqlBase:
         if self._named is not None:  # the new file's name is on disk before the store closes
             self._named.join()
             self._named = None
+        if self._late is not None:
+            self._late.join()
         self._group.close()
         while self._readers:
             self._readers.pop().close()

@@ -1,0 +1,78 @@
+"""A big cancel's WAL checkpoint runs after its commit (store/latecheckpoint.py): what a user
+would notice if that went wrong is a WAL file that grows without end beside the store, or a
+store that reads differently once reopened."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from firm.store import NewTask, RunSpec, SqlStore, open_store
+from firm.tasks import Status
+
+RUN = RunSpec("", "<t>", "simulation", {}, ".")
+FRAME = 4096 + 24  # a WAL frame: a page and its header
+
+
+def wal_frames(db: Path) -> int:
+    wal = db.with_name(db.name + "-wal")
+    return (wal.stat().st_size - 32) // FRAME if wal.exists() else 0
+
+
+def goal(store: SqlStore, fanout: int) -> str:
+    """A goal with `fanout` claimed reports, each with `fanout` open subtasks of its own."""
+    root = store.create_run(RUN, NewTask("Goal", "", "ceo", "user"))
+    store.claim("w", 1, 3600)
+    kids = store.delegate_many(
+        root.id, 0, [([], NewTask(f"Part {i}", "", "m", "ceo")) for i in range(fanout)], "w"
+    )
+    store.claim("w", fanout, 3600)
+    for kid in kids:
+        leaves = [([], NewTask(f"Leaf {j}", "", "e", "m")) for j in range(fanout)]
+        store.delegate_many(kid.task.id, 0, leaves, "w")
+    return root.id
+
+
+def test_a_cancel_crossing_the_checkpoint_threshold_leaves_the_wal_bounded(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "firm.db"
+    store = open_store(db)
+    goals = []
+    for round_ in range(6):
+        top = goal(store, 45)  # 2,071 tasks: past the size whose checkpoint waits for a thread
+        # The WAL copied and started over, then small writes up to just below SQLite's
+        # threshold (1,000 pages): the cancel's commit is the one that crosses it.
+        with sqlite3.connect(db) as other:
+            other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        while wal_frames(db) < 900 + 10 * round_:
+            filler = store.create_run(RUN, NewTask("Filler", "", "ceo", "user"))
+            store.cancel(filler.id, "not wanted")
+        cancelled = store.cancel(top, "stop")
+        assert len(cancelled) == 1 + 45 + 45 * 45
+        goals.append(top)
+    # The checkpoints the cancels left behind ran, and commits after them checkpoint again:
+    # the WAL started over all along (its file keeps its largest size). Had a cancel's
+    # commit left the automatic checkpoint off, these writes would have made it ~26,000
+    # pages long.
+    for _ in range(3):
+        goals.append(top := goal(store, 45))
+        store.cancel(top, "stop")
+    assert wal_frames(db) < 4000
+    head = store.last_seq()
+    store.close()
+
+    again = open_store(db)
+    try:
+        for top in goals:
+            assert {t.status for t in again.subtree(top)} == {Status.CANCELLED}
+        entries = again.events_after(0, limit=head + 10)
+        assert [e.seq for e in entries] == list(range(1, head + 1))  # gapless
+        prev = entries[0].prev_hash
+        for e in entries:
+            assert e.prev_hash == prev
+            prev = e.hash
+        ends = [e for e in entries if e.kind == "cancelled" and e.data["ended"] > 1]
+        assert [e.task_id for e in ends] == goals
+    finally:
+        again.close()
