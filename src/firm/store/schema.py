@@ -19,6 +19,7 @@ Versions:
      hold open tasks only (partial), so a task that ends leaves them instead of moving inside
      them; lookups by parent or run have plain indexes (a task's parent and run never
      change); cancelled_by_seq loses its index (a cancel's tasks are found down its subtree).
+     Revision 0007: the index on held_by_plan holds only the tasks that name a plan (partial).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from firm.tasks import OPEN, Status
 SCHEMA_VERSION = 2
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 
 metadata = MetaData()
 
@@ -102,8 +103,9 @@ tasks = Table(
     Column("prompt_tokens", Integer, nullable=False, default=0),
     Column("completion_tokens", Integer, nullable=False, default=0),
     # The plan (an approval) a delegated subtask waits for; set, it is not claimed. Cleared in
-    # the transaction that approves the plan (store/plans.py).
-    Column("held_by_plan", String(32), index=True),
+    # the transaction that approves the plan (store/plans.py). Its index (below) holds only
+    # the tasks that name one.
+    Column("held_by_plan", String(32)),
     # The seq of the one `cancelled` entry that ended this task with its whole subtree: the
     # entry lists only how many and a digest, so the tasks it ended are found here (down the
     # subtree of the entry's task: no index, which every cancelled row would pay for).
@@ -155,6 +157,13 @@ Index(
 )
 Index("ix_tasks_parent_open", tasks.c.parent_id, tasks.c.status, info={"where": _OPEN})
 Index("ix_tasks_open", tasks.c.status, tasks.c.root_id, info={"where": _OPEN})
+# A plan's held tasks: the few that name one (NULL on every other task, which nothing asks
+# for by this index); `held_by_plan = :plan` implies the predicate on both backends.
+Index(
+    "ix_tasks_held_by_plan",
+    tasks.c.held_by_plan,
+    info={"where": tasks.c.held_by_plan.is_not(None)},
+)
 
 
 @compiles(CreateIndex)
