@@ -29,8 +29,6 @@ from contextlib import AbstractContextManager
 
 from sqlalchemy import Connection
 
-from firm.store.prepared import run_sql
-
 log = logging.getLogger("firm.store")
 
 # Rows a write changes from which its commit leaves the checkpoint to a thread: a cancel of
@@ -83,7 +81,10 @@ class LateCheckpoints:
     def _checkpoint(self, driver: sqlite3.Connection) -> None:
         try:
             with self._read() as conn:
-                run_sql(conn, "PRAGMA wal_checkpoint(PASSIVE)")
+                # On the driver too: no statement of anyone's (listeners count those).
+                reader = conn.connection.dbapi_connection
+                assert isinstance(reader, sqlite3.Connection)
+                reader.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except Exception:  # the automatic checkpoint, back below, does it at a later commit
             log.exception("store: a checkpoint after a big write failed")
         finally:
