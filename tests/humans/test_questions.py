@@ -185,3 +185,28 @@ def test_a_question_survives_a_kill_9_and_is_answered_while_no_engine_runs(
         assert done.status == Status.DONE, done.error
         assert done.result == "launching: Porto"
     assert f"{getpass.getuser()} answered: Porto" in server.requests_for("ceo")[-1].request.brief
+
+
+def test_a_manager_woken_by_its_report_sees_its_result_after_a_question_was_answered(
+    firm: Firm, model: ScriptedModel, server: ModelServer, submit: Submit
+) -> None:
+    # Woken twice: by the answer (its session reads what it asked), then by its report's settle
+    # (which hands the session the report as that write left it).
+    model.when(agent="ceo", match=lambda r: ANSWERED not in r.brief).reply(
+        calls(call("ask_human", question="Which city first?"))
+    )
+    model.when(agent="ceo", brief_contains=ANSWERED, match=lambda r: "mapped" not in r.brief).reply(
+        calls(call("delegate_task", assignee="eng", title="Map it", description="Map the city."))
+    )
+    model.when(agent="eng").reply(calls(complete("mapped Lisbon")))
+    model.when(agent="ceo", brief_contains="mapped").reply(calls(complete("launched")))
+    root = submit()
+    assert firm.run_until(root, timeout=30).status == Status.WAITING
+    (q,) = firm.store.questions(status="pending")
+    firm.store.answer_question(q.id, "alice", "Lisbon, in May.")
+    done = firm.run_until(root, timeout=30)
+    assert done.status == Status.DONE, done.error
+    delegating, merging = (r.request for r in server.requests_for("ceo")[1:])
+    assert "alice answered: Lisbon, in May." in delegating.brief
+    assert "mapped Lisbon" in merging.brief
+    assert model.unused() == []

@@ -31,9 +31,11 @@ def open_session(
     `first`: the task's first session (engine/interrupted.py), which cannot have asked
     anything yet."""
     store, task = session.store, session.task
-    # Most tasks never asked for a call: a read settles that, and only a task with calls to
-    # claim (or claims an earlier session left unfinished) takes a write transaction.
-    asked, questions = ([], []) if first else store.requests(task.id)
+    # Most tasks never asked for a call: the engine's watch of its own commits knows it, else
+    # a read settles it; only a task with calls to claim (or claims an earlier session left
+    # unfinished) takes a write transaction.
+    nothing_asked = first or notewatch.none_asked(task.id)
+    asked, questions = ([], []) if nothing_asked else store.requests(task.id)
     if any(a.status in CLAIMABLE for a in asked):
         run_approved(session)
         asked, questions = store.requests(task.id)

@@ -54,6 +54,10 @@ log = logging.getLogger("firm.engine")
 
 # How often run_until looks at the store when woken only because the engine went idle.
 RECHECK = 0.05
+# A session thread's next task, its cancel signal and its subtasks if its waking settle read them.
+Reports = list[Task] | None
+Handed = tuple[Task, threading.Event, Reports]
+Ran = tuple[Outcome | None, Pending, SettleResult | None]  # a session's end (Engine._session)
 
 
 class Engine:
@@ -445,27 +449,25 @@ class Engine:
         # A settle that wakes a task (a manager whose last report this was) claims it for
         # this worker in the same transaction, and this thread runs it next in the slot the
         # ended session held: no scheduler hop, no second transaction (store/handover.py).
-        next_up: tuple[Task, threading.Event] | None = (task, cancel)
+        next_up: Handed | None = (task, cancel, None)
         while next_up is not None:
             next_up = self._work_one(*next_up)
 
-    def _work_one(self, task: Task, cancel: threading.Event) -> tuple[Task, threading.Event] | None:
-        handed: list[Task] = []
+    def _work_one(self, task: Task, cancel: threading.Event, subtasks: Reports) -> Handed | None:
+        done: SettleResult | None = None  # the settle, with what it hands this thread next
         looked = False  # the settle looked at the queue's head for the freed slot
         try:
-            outcome, pending, settled = self._session(task, cancel)
-            if outcome is not None and settled is None:  # else its delegations wrote its end
+            outcome, pending, done = self._session(task, cancel, subtasks)
+            if outcome is not None and done is None:  # else its delegations wrote its end
                 with self._running_lock:
                     self._settling.add(task.id)
                 hand_over = None if self._stop.is_set() else self.lease_seconds
-                settled = self.store.settle(
+                done = self.store.settle(
                     task.id, self.worker_id, outcome, events=pending, hand_over=hand_over
                 )
-                looked = settled.applied and hand_over is not None and self._settle_looks
-            if settled is not None:
-                handed = settled.claimed
-                if settled.applied and settled.task is not None:
-                    self.checkpoints.after_ended([settled.task])
+                looked = done.applied and hand_over is not None and self._settle_looks
+            if done is not None and done.applied and done.task is not None:
+                self.checkpoints.after_ended([done.task])
         except StoreUnavailable as exc:
             # Not the agent's fault: leave the task to its lease; recovery re-runs it.
             log.error("session of %s cannot reach the store (%s); handing it back", task.id, exc)
@@ -473,6 +475,7 @@ class Engine:
         except Exception:
             log.exception("session of %s failed to settle; recovery will re-run it", task.id)
         finally:
+            handed = done.claimed if done is not None else []
             nxt = handed[0] if handed else None
             ev = threading.Event()
             with self._running_lock:
@@ -490,7 +493,7 @@ class Engine:
         if nxt is not None and self._stop.is_set():
             # Stopping: left in _running unstarted, for stop() to hand back with the rest.
             return None
-        return None if nxt is None else (nxt, ev)
+        return None if nxt is None or done is None else (nxt, ev, done.subtasks.get(nxt.id))
 
     def _hand_back(self, task_id: str, reason: str) -> None:
         try:
@@ -498,9 +501,7 @@ class Engine:
         except Exception:  # still unreachable: the lease expires and another worker recovers it
             log.warning("could not hand %s back; its lease will expire", task_id)
 
-    def _session(
-        self, task: Task, cancel: threading.Event
-    ) -> tuple[Outcome | None, Pending, SettleResult | None]:
+    def _session(self, task: Task, cancel: threading.Event, subtasks: Reports) -> Ran:
         """Run the session. Returns its outcome (None: it was cancelled, or the worker is
         stopping and hands the task back), the log entries left for the settle to write, and
         the settle already written with its last delegations (firm/turnend.py), if it was."""
@@ -517,7 +518,7 @@ class Engine:
             # A first session has nothing of its own to read yet (is_first_session): most
             # tasks are leaves, run once, so this skips three reads for most sessions.
             first = is_first_session(task)
-            subtasks = [] if first else self.store.children(task.id)
+            subtasks = [] if first else subtasks or self.store.children(task.id)
             session = Session(
                 store=self.store,
                 company=company,

@@ -91,6 +91,9 @@ class SettleResult:
     task: Task | None
     woke: list[str] = field(default_factory=list)  # tasks that became todo as a consequence
     claimed: list[Task] = field(default_factory=list)  # of those, claimed for the settler
+    # The subtasks of each claimed task that was woken, as the settle's own transaction left
+    # them: all ended, so its session needs no read of them (store/handover.py).
+    subtasks: dict[str, list[Task]] = field(default_factory=dict)
 
 
 V = TypeVar("V")  # what a checked write's decision returns (append_checked)

@@ -18,7 +18,7 @@ from firm.store import queries as Q
 from firm.store import schema
 from firm.store.base import CheckState, DelegateResult, NewTask, PendingEvents, SettleResult
 from firm.store.checked import split_at_check
-from firm.store.handover import claim_next
+from firm.store.handover import claim_next, reports_of
 from firm.store.leases import claim_top
 from firm.store.plans import open_plan
 from firm.store.prepared import run
@@ -251,7 +251,8 @@ class Delegation(TaskTree):
                     claimed = claim_next(tx, woke, worker_id, hand_over)
                 else:
                     claimed = []
-                return SettleResult(True, after, woke, claimed)
+                reports = reports_of(tx, claimed, woke) if woke and claimed else {}
+                return SettleResult(True, after, woke, claimed, reports)
             task = self._lock_family(tx, task_id)
             if task.status != Status.IN_PROGRESS or task.worker_id != worker_id:
                 return self._superseded(tx, task, events)
@@ -259,7 +260,8 @@ class Delegation(TaskTree):
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
             after, woke = write_yield(tx, task, outcome, events)
             claimed = claim_next(tx, woke, worker_id, hand_over) if hand_over else []
-        return SettleResult(True, after, woke, claimed)
+            reports = reports_of(tx, claimed, woke) if woke and claimed else {}
+        return SettleResult(True, after, woke, claimed, reports)
 
     def _settle_ended(
         self, tx: Tx, task_id: str, worker_id: str, outcome: Outcome, events: PendingEvents

@@ -63,6 +63,20 @@ def claim_next(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) ->
     return _started(tx, [task_from_row(r) for r in rows], worker_id)
 
 
+def reports_of(tx: Tx, claimed: list[Task], woke: list[str]) -> dict[str, list[Task]]:
+    """The subtasks of each claimed task that this transaction woke, read in it. A task wakes
+    when its subtasks have all ended, and an ended task does not change, so this is what its
+    session would read as it starts — read here, on the writer's connection in the write it
+    shares, instead of by a read of its own between the settle and the session (on the
+    makespan's critical path twice, a manager's wake and the CEO's; in a burst of leaves every
+    read hands the interpreter to another session and waits to have it back)."""
+    return {
+        t.id: [task_from_row(r) for r in run(tx.conn, Q.CHILDREN, {"id": t.id}).all()]
+        for t in claimed
+        if t.id in woke
+    }
+
+
 def _claim_woken(tx: Tx, woke: list[str], worker_id: str, lease_seconds: float) -> list[Task]:
     if not woke:
         return []
