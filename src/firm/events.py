@@ -343,6 +343,13 @@ class KindSpec:
         # writes or reads (building all of them on import cost every `firm` command ~0.1 s).
         return TypeAdapter(self.data)
 
+    @cached_property
+    def validator(self) -> Any:
+        # The adapter's compiled validator, called directly: TypeAdapter.validate_python is a
+        # Python frame that passes eight keyword defaults on (as much as validating a small
+        # entry's data), and every entry the store appends passes here.
+        return self.adapter.validator
+
 
 CATALOGUE: dict[EventKind, KindSpec] = {
     s.kind: s
@@ -452,7 +459,7 @@ def validate(kind: str, data: Any) -> EventKind:
             f"{', '.join(sorted(CATALOGUE))})"
         )
     try:
-        spec.adapter.validate_python(data)
+        spec.validator.validate_python(data)
     except ValidationError as exc:
         raise InvalidEvent(f"{spec.kind} event: {_problems(exc)}") from None
     return spec.kind

@@ -76,6 +76,28 @@ def test_data_is_checked_as_it_is_stored(store: SqlStore) -> None:
         )
 
 
+def test_a_shape_accepted_before_lets_no_other_shape_through(store: SqlStore) -> None:
+    """Data is checked once per shape (its keys and each value's type): what differs from an
+    accepted entry in a key, a type or an element's type is checked again and refused."""
+    task = store.create_run(RUN, NewTask("A", "", "ceo", "user"))
+    good = {"result": "ok", "files": ["a.md", "b.md"]}
+    for _ in range(2):  # the second one is accepted by its shape
+        store.append_events([(EventKind.COMPLETED, task.id, "ceo", dict(good))])
+    before = store.last_seq()
+    for bad, problem in [
+        ({"result": "ok", "files": ["a.md", 3]}, "files.1: Input should be a valid string"),
+        ({"result": 7, "files": []}, "result: Input should be a valid string"),
+        ({"result": "ok", "files": [], "x": 1}, "x: Extra inputs are not permitted"),
+        ({"result": "ok"}, "files: Field required"),
+        ({"result": "ok", "files": True}, "files: Input should be a valid list"),
+    ]:
+        with pytest.raises(InvalidEvent, match=problem):
+            store.append_events([(EventKind.COMPLETED, task.id, "ceo", bad)])
+    assert store.last_seq() == before
+    store.append_events([(EventKind.COMPLETED, task.id, "ceo", {"result": None, "files": []})])
+    assert store.last_seq() == before + 1
+
+
 def test_events_of_kinds_this_version_does_not_know_still_load(store: SqlStore) -> None:
     """An older (or newer) version's entry, written straight to the table as it wrote it:
     it loads, and the chain goes on after it."""

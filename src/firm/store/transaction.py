@@ -11,6 +11,7 @@ from sqlalchemy import Connection, bindparam, func, text
 
 from firm.chain import canonical_json, chained
 from firm.events import EventKind, InvalidEvent, validate
+from firm.eventshapes import shape, validate_shaped
 from firm.store import notify
 from firm.store import queries as Q
 from firm.store.base import Event
@@ -229,13 +230,22 @@ def _as_stored(
     """The entry's kind, its data as stored (what reading its canonical text back gives), if
     the event catalogue allows it, and the text's digest, what is hashed. Data of plain JSON
     types only (exact str, int, float, bool, None, lists, dicts with text keys: what nearly
-    every entry holds) reads back as itself, so it is checked as it is; anything else (a
-    tuple, an enum member, a subclass) is read back from the text first."""
-    stored = data if type(data) is dict and _plain(data) else None
+    every entry holds) reads back as itself, so it is checked as it is, by its shape
+    (firm/eventshapes.py); anything else (a tuple, an enum member, a subclass) is read back
+    from the text first."""
+    data_shape = shape(data) if type(data) is dict else None
     try:
-        if stored is None:
+        if data_shape is None:
             stored = json.loads(text)
-        kind_value = _TEXT[validate(kind, stored)]
+            data_shape = shape(stored) if type(stored) is dict else None
+        else:
+            stored = data
+        checked = (
+            validate(kind, stored)
+            if data_shape is None
+            else validate_shaped(kind, stored, data_shape)
+        )
+        kind_value = _TEXT[checked]
     except InvalidEvent as exc:
         raise InvalidEvent(f"the store refuses an event of task {task_id}: {exc}") from None
     return kind_value, stored, hashlib.sha256(text.encode()).hexdigest()
@@ -243,32 +253,6 @@ def _as_stored(
 
 # A kind's text, by its member: the member's `value` is a property of Enum's, ~1 µs a call.
 _TEXT = {kind: kind.value for kind in EventKind}
-# Types JSON reads back as themselves (a float that is not finite never gets here: the
-# canonical encoding refuses it).
-_SCALARS = frozenset((str, int, float, bool, type(None)))
-
-
-def _plain(value: dict[str, Any]) -> bool:
-    """Whether json.loads(canonical_json(value)) == value, type for type, all the way down."""
-    scalars = _SCALARS
-    for key, item in value.items():
-        if type(key) is not str:
-            return False
-        kind = type(item)
-        if kind in scalars:
-            continue
-        if kind is dict:
-            if not _plain(item):
-                return False
-        elif kind is list:
-            for element in item:
-                if type(element) not in scalars and not (
-                    type(element) in (dict, list) and _plain({"": element})
-                ):
-                    return False
-        else:
-            return False
-    return True
 
 
 def _not_json(kind: str, task_id: str | None, exc: Exception) -> InvalidEvent:
