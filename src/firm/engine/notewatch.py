@@ -74,6 +74,9 @@ class NoteWatch:
                     self._started.pop(tid, None)
 
     def _count(self, seq: int) -> bool:
+        if seq == self._next and not self._ahead:  # the usual case: the next seq, in order
+            self._next = seq + 1
+            return True
         if self._next is None:
             self._next = seq
         if seq < self._next:

@@ -397,9 +397,20 @@ def _lookup(conn: Connection) -> Listeners:
     if not (conn._has_events or conn.engine._has_events):
         return None, None
     dispatch = conn.dispatch
-    before = dispatch.before_cursor_execute
-    after = dispatch.after_cursor_execute
-    return (before if before else None), (after if after else None)
+    return _one(dispatch.before_cursor_execute), _one(dispatch.after_cursor_execute)
+
+
+def _one(listeners: Any) -> Listener | None:
+    """The event's one listener itself, where it has one (a benchmark's statement count, a
+    test's pause): SQLAlchemy's dispatch calls it through a frame that walks the engine's and
+    the connection's lists, as much again as the listener. None where it has none; the
+    dispatch itself where it has several, which calls them in their order."""
+    fns = [*listeners.parent_listeners, *listeners.listeners]
+    if not fns:
+        return None
+    if len(fns) == 1:
+        return cast(Listener, fns[0])
+    return cast(Listener, listeners)
 
 
 def _cursor(conn: Connection) -> sqlite3.Cursor:
