@@ -411,6 +411,7 @@ class Engine:
             # freed slot's settle or claim round must still see.
             self._todo_news = False
             claimed = self.store.claim(self.worker_id, free, self.lease_seconds, self.global_limit)
+            self._slots.keep(len(claimed))
             self.claims += 1
             self.empty_claims += not claimed
             for task in claimed:
@@ -434,8 +435,7 @@ class Engine:
     def _launch(self, task: Task) -> None:
         ev = threading.Event()
         with self._running_lock:
-            self._running[task.id] = ev
-            self.peak_running = max(self.peak_running, len(self._running))
+            self.peak_running = max(self.peak_running, self._slots.enter(task.id, ev))
         if self._stop.is_set():
             return  # left in _running unstarted, for stop() to hand back with the rest
         try:

@@ -101,6 +101,10 @@ class Slots:
         self.lock = threading.Lock()
         self.running: dict[str, threading.Event] = {}
         self._held = 0
+        # What the hold open on this thread has not yet started: a task it starts stops being
+        # held as it enters `running`, so no one counts it twice while the hold's block goes on
+        # (a session started by a claim round may delegate before that round has ended).
+        self._left = threading.local()
 
     def free(self) -> int:
         with self.lock:
@@ -113,8 +117,30 @@ class Slots:
         with self.lock:
             held = max(0, min(most, self.size - len(self.running) - self._held))
             self._held += held
+        outer = getattr(self._left, "n", 0)
+        self._left.n = held
         try:
             yield held
         finally:
             with self.lock:
-                self._held -= held
+                self._held -= self._left.n
+            self._left.n = outer
+
+    def keep(self, n: int) -> None:
+        """Let go at once of what the hold open on this thread holds beyond `n` (its claim
+        came back with `n` tasks), rather than at the end of its block."""
+        with self.lock:
+            left = getattr(self._left, "n", 0)
+            if left > n:
+                self._held -= left - n
+                self._left.n = n
+
+    def enter(self, task_id: str, cancel: threading.Event) -> int:
+        """A task enters the running sessions (the caller holds `lock`), taking one of the
+        slots the hold open on this thread still holds, if any; returns how many run."""
+        self.running[task_id] = cancel
+        left = getattr(self._left, "n", 0)
+        if left:
+            self._left.n = left - 1
+            self._held -= 1
+        return len(self.running)
