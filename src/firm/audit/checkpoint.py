@@ -13,6 +13,7 @@ import logging
 import threading
 from collections.abc import Iterable
 
+from firm import idlethreads
 from firm.audit.keys import AuditKey, key_dir_for, load_or_create_key
 from firm.events import EventKind
 from firm.store.base import Event, Store
@@ -55,7 +56,7 @@ class Checkpointer:
         self.store = store
         self._key: AuditKey | None = None
         self._lock = threading.Lock()
-        self._early: threading.Thread | None = None
+        self._early: idlethreads.Job | None = None
 
     @property
     def key(self) -> AuditKey:
@@ -105,11 +106,9 @@ class Checkpointer:
         run's record is signed whole even when the process that finished it was not; the
         key is loaded meanwhile in a thread of its own, for the checkpoints to come."""
         if self._key is None and self._early is None:
-            early = threading.Thread(
-                target=self._load_key_early, name="firm-audit-key", daemon=True
-            )
-            early.start()
-            self._early = early  # kept once started, so close() never joins one that is not
+            # On one of the process's idle threads (firm/idlethreads.py): a thread started
+            # for it waited for the interpreter lock at the run's start.
+            self._early = idlethreads.run(self._load_key_early, "firm-audit-key")
         signed: list[str] = []
         if getattr(self.store, "created", False):
             return signed  # a store this process has just made: no run ended unsigned in it

@@ -8,7 +8,8 @@ stack up.
 
 The HTTP exchange runs in a helper thread that feeds a queue; the session's thread reads the
 queue and checks for cancellation while it waits, so a cancelled task (or a stopping worker)
-never sits behind a hung connection or a long streamed answer.
+never sits behind a hung connection or a long streamed answer. The helper is one of the
+process's idle threads (firm/idlethreads.py), not a thread started for the call.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from firm import idlethreads
 from firm.brains.llm_http import finish, shared_pool
 from firm.brains.llm_stream import sse_chunks
 from firm.brains.protocol import SessionCancelled
@@ -271,8 +273,7 @@ class ModelClient:
                 for stream_opened in opened:  # the reply is in: keep its connection
                     finish(stream_opened.http_response)
 
-        worker = threading.Thread(target=produce, name="firm-model-call", daemon=True)
-        worker.start()
+        idlethreads.run(produce, "firm-model-call")
         canceller = _Canceller(session)
         builder = _ReplyBuilder(on_text)
         try:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from firm import idlethreads
 from firm.audit.checkpoint import Checkpointer
 from firm.authority.grants import GrantRequest
 from firm.brains import Brain
@@ -110,7 +111,7 @@ class Engine:
         self.delegations = DelegationStarts(
             self, self._slots, self._launch, self._stop, self._nudge, self._settling
         )
-        self._thread: threading.Thread | None = None
+        self._thread: idlethreads.Job | None = None  # the scheduler's loop, once started
         # A submitted root is claimed in its run's commit when this engine runs and has room.
         self.roots = RootStarts(self.delegations, self.companies, lambda: self._thread is not None)
         self._recheck = threading.Event()  # a cancel too big to list: check running tasks
@@ -187,11 +188,7 @@ class Engine:
                 log.exception("scheduler: store error; retrying")
                 now = True
             # Kept once started: a Ctrl-C landing in between leaves stop() nothing to join.
-            thread = threading.Thread(
-                target=self._loop, args=(not now,), name="firm-scheduler", daemon=True
-            )
-            thread.start()
-            self._thread = thread
+            self._thread = idlethreads.run(lambda: self._loop(not now), "firm-scheduler")
         return self
 
     def stop(self, timeout: float = 10.0) -> None:

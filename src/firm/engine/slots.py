@@ -1,93 +1,75 @@
-"""The threads sessions run on, started with the engine rather than when work arrives.
+"""The threads sessions run on: the process's idle threads (firm/idlethreads.py), made
+ready when the engine starts rather than when work arrives.
 
-A ThreadPoolExecutor starts a thread at a submit that finds none idle, and `Thread.start`
-waits until the new thread runs — which, while sessions hold the interpreter lock, is a wait
-for the lock. A delegation that made 25 tasks todo at once had the scheduler start 20 threads
-one after another on the run's critical path (a trace, CEO → 5 → 25 on 2 busy cores: 11 ms to
-launch four managers). So the engine's threads are started when it starts, up to WARM of
-them; past that (a very large max_concurrent), a submit that finds no thread free starts one.
+Starting a thread waits until it runs — which, while sessions hold the interpreter lock, is
+a wait for the lock. A delegation that made 25 tasks todo at once had the scheduler start 20
+threads one after another on the run's critical path (a trace, CEO → 5 → 25 on 2 busy cores:
+11 ms to launch four managers), and an engine that started its threads at every start and
+joined them at every stop paid 3–7 ms of each team run for them. So the engine asks for up
+to WARM idle threads as it starts, and they outlive it for the next engine of the process.
 """
 
 from __future__ import annotations
 
-import logging
-import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-log = logging.getLogger("firm.engine")
+from firm import idlethreads
 
-# Threads started with the engine; an idle one costs a stack's address space and nothing else.
+# Threads made ready with the engine; an idle one costs a stack's address space and nothing else.
 WARM = 64
 
 
 class SessionThreads:
-    """A fixed-size pool of threads that each run one submitted callable at a time."""
+    """Runs submitted callables at once, each on a thread of its own, at most `size` at a
+    time (the engine's slots see to that), and waits for them when it shuts down."""
 
     def __init__(self, size: int, name: str = "firm-session"):
         self.size = size
         self._name = name
-        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._busy = 0  # callables submitted and not yet finished: queued or running
-        self._lock = threading.Lock()
+        self._busy = 0  # callables submitted and not yet finished
+        self._count = 0  # callables submitted so far: a thread's name while it runs one
+        self._idle = threading.Condition()
         self._closed = False
 
     def warm(self, count: int = WARM) -> None:
-        """Start threads until there are `count` (at most `size`)."""
-        with self._lock:
-            while not self._closed and len(self._threads) < min(count, self.size):
-                self._start_one()
+        """Have `count` threads (at most `size`) idle for this engine's first sessions."""
+        idlethreads.keep_ready(min(count, self.size))
 
     def submit(self, fn: Callable[[], None]) -> None:
         """Run fn on a free thread. RuntimeError once shut down."""
-        with self._lock:
+        with self._idle:
             if self._closed:
                 raise RuntimeError("the session threads are shut down")
-            # Every callable queued has a thread that is idle or will be when it finishes
-            # what it runs: start one only when none would be (if that fails, fn is not run).
-            if self._busy >= len(self._threads) and len(self._threads) < self.size:
-                self._start_one()
             self._busy += 1
-            self._work.put(fn)
+            name = f"{self._name}_{self._count}"
+            self._count += 1
+        try:
+            idlethreads.run(lambda: self._run(fn), name)
+        except BaseException:
+            self._finished()
+            raise
 
     def shutdown(self) -> None:
-        """Drop what has not started, let what runs finish, and end the threads."""
-        with self._lock:
+        """Drop what has not started, and wait for what runs to finish."""
+        with self._idle:
             self._closed = True
-            while True:
-                try:
-                    dropped = self._work.get_nowait()
-                except queue.Empty:
-                    break
-                if dropped is not None:
-                    self._busy -= 1
-            threads = list(self._threads)
-            for _ in threads:
-                self._work.put(None)
-        for thread in threads:
-            thread.join()
+            while self._busy:
+                self._idle.wait()
 
-    def _start_one(self) -> None:
-        thread = threading.Thread(
-            target=self._serve, name=f"{self._name}_{len(self._threads)}", daemon=True
-        )
-        thread.start()
-        self._threads.append(thread)
-
-    def _serve(self) -> None:
-        while True:
-            fn = self._work.get()
-            if fn is None:
-                return
-            try:
+    def _run(self, fn: Callable[[], None]) -> None:
+        try:
+            if not self._closed:  # shut down before its thread took it: dropped
                 fn()
-            except BaseException:  # the engine's own work catches its errors; never lose a thread
-                log.exception("a session thread's work failed")
-            finally:
-                with self._lock:
-                    self._busy -= 1
+        finally:
+            self._finished()
+
+    def _finished(self) -> None:
+        with self._idle:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.notify_all()
 
 
 class Slots:

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, create_engine, event, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql import ClauseElement
 
+from firm import idlethreads
 from firm.errors import StoreError
 from firm.store import migrate, newfile, notify, schema
 from firm.store.base import EventListener
@@ -79,7 +80,7 @@ class SqlBase:
         self._generation = 0  # bumped on every commit or signal, so no wake-up is lost
         self._pg_listener: PgListener | None = None
         self._router: WakeRouter | None = None
-        named: threading.Thread | None = None  # a new file's name being synced (newfile.py)
+        named: idlethreads.Job | None = None  # a new file's name being synced (newfile.py)
         try:
             if url.startswith("sqlite"):
                 self.dialect = "sqlite"

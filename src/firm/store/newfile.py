@@ -26,6 +26,7 @@ from pathlib import Path
 from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
 
+from firm import idlethreads
 from firm.store import migrate
 
 log = logging.getLogger("firm.store")
@@ -57,7 +58,7 @@ def schema_image() -> bytes:
         return _image[0]
 
 
-def write_new(path: Path) -> threading.Thread | None:
+def write_new(path: Path) -> idlethreads.Job | None:
     """Write a new store at `path` from the image. None (and nothing written) when the file
     exists already or the image cannot be placed atomically; else the thread putting its
     name on disk (`_sync_folder`), which the store joins before it closes."""
@@ -73,7 +74,7 @@ def write_new(path: Path) -> threading.Thread | None:
         return _place(path, schema_image())
 
 
-def _place(path: Path, image: bytes) -> threading.Thread | None:
+def _place(path: Path, image: bytes) -> idlethreads.Job | None:
     part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     try:
         try:
@@ -93,11 +94,8 @@ def _place(path: Path, image: bytes) -> threading.Thread | None:
     # runs beside the store's first work instead of before it: nothing committed until then
     # is on disk either (WAL with synchronous=NORMAL syncs at checkpoints, the first of which
     # is the close's, after this is joined), and a crash before it leaves no store at all.
-    named = threading.Thread(
-        target=_sync_folder, args=(path.parent,), name="firm-store-name", daemon=True
-    )
-    named.start()
-    return named
+    # On one of the process's idle threads: starting one waited for the interpreter lock.
+    return idlethreads.run(lambda: _sync_folder(path.parent), "firm-store-name")
 
 
 def _drop_orphans(path: Path) -> None:
