@@ -93,6 +93,8 @@ class LifecycleTools(ToolContext):
     _batch: list[tuple[PendingEntries, NewTask]] | None
     # The batch the standing was read for, and that reading (_standing_for).
     _batch_read: tuple[list[tuple[PendingEntries, NewTask]], Standing, CheckState] | None = None
+    # Activity entries made now ride the session's next write (owing()).
+    _owing = False
 
     if TYPE_CHECKING:  # the checked path's, in firm.session
 
@@ -348,9 +350,24 @@ class LifecycleTools(ToolContext):
         if self._owes():
             self._write_events([])
 
+    @contextmanager
+    def owing(self) -> Iterator[None]:
+        """Thoughts and activity entries made inside ride the session's next write (a tool
+        call's, a delegation's, the settle) instead of costing a transaction each; they are
+        written at the latest before its next model call or wait (flush_owed). What a model
+        reply leaves to log — its text, the call's record, a manager's verdict — is followed
+        at once by a write of the session's own, on the way to the next model call."""
+        self._owing = True
+        try:
+            yield
+        finally:
+            self._owing = False
+
     def _write_with_owed(self, entries: PendingEntries) -> None:
         """A thought or activity entry: after the entries owed, when they may be written."""
-        if self._owes():
+        if self._owing and self.outcome is None:
+            self._deferred.extend(entries)
+        elif self._owes():
             self._write_events(entries)
         else:
             self.store.append_events(entries)

@@ -235,9 +235,12 @@ class SessionLoop:
             s.log(EventKind.MODEL_ERROR, {"error": str(err)})
             self._give_up(str(err))
             return None
-        self.thoughts.flush()
-        if reply.reasoning.strip():
-            s.think(reply.reasoning)
+        # The reply's entries (its text, its reasoning, the call's record) ride the session's
+        # next write — its tool calls', its settle — instead of a transaction each.
+        with s.owing():
+            self.thoughts.flush()
+            if reply.reasoning.strip():
+                s.think(reply.reasoning)
         usage = reply.usage or Usage(
             _tokens(prompt_chars),
             _tokens(len(reply.text) + sum(_chars(c.arguments) for c in reply.tool_calls)),
@@ -259,7 +262,8 @@ class SessionLoop:
         }
         if usage.estimated:
             data["estimated"] = True
-        s.log(EventKind.MODEL_CALL, data)
+        with s.owing():
+            s.log(EventKind.MODEL_CALL, data)
         return reply
 
     def _on_retry(self, attempt: int, delay: float, err: ModelCallError) -> None:

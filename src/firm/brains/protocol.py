@@ -143,6 +143,11 @@ class Session(Protocol):
         """Append one activity event about this task (a kind from firm.events)."""
         ...
 
+    def owing(self) -> AbstractContextManager[None]:
+        """Within the block, think() and log() entries ride the session's next write instead
+        of costing one each (written at the latest before the next model call or wait)."""
+        ...
+
     def record_usage(self, calls: int, prompt_tokens: int, completion_tokens: int) -> None: ...
 
     def tokens_remaining(self) -> int | None:

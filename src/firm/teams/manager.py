@@ -240,4 +240,5 @@ def _log(session: Session, number: int | None, verdict: Verdict, answer: str) ->
         data["reason"] = verdict.reason
     if verdict.kind == "rejected":
         data["answer"] = answer[:500]
-    session.log(EventKind.MANAGER_DECISION, data)
+    with session.owing():  # rides the delegation's write (or the next call's, the settle)
+        session.log(EventKind.MANAGER_DECISION, data)
