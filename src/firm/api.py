@@ -86,10 +86,17 @@ class Firm:
             return None
 
     def close(self) -> None:
+        self.stop()
+        self.store.close()
+
+    def stop(self) -> None:
+        """Stop the engine (as close() does: running sessions are handed back) and start the
+        store's close early, beside whatever the caller still reads before close(): nothing
+        of the engine's is written after this. A later run_until starts a new engine."""
         if self._engine is not None:
             self._engine.stop()
             self._engine = None
-        self.store.close()
+        self.store.copy_wal_soon()
 
     def __enter__(self) -> Firm:
         return self

@@ -140,6 +140,7 @@ class SqlBase:
             LateCheckpoints(self._sqlite_writer, self._read) if self._sqlite_writer else None
         )
         self._named = named
+        self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close
         self.created = named is not None  # a file made by this open: it holds no run yet
         if check_schema and not self.created:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
@@ -248,7 +249,30 @@ class SqlBase:
         """Run the migrations up to head (what `firm db upgrade` does); idempotent."""
         return migrate.upgrade(self.engine)
 
+    def copy_wal_soon(self) -> None:
+        """Start the close's WAL checkpoint now, on an idle thread, for a caller that will
+        write nothing more but reads a little before it closes (a team's run, collecting its
+        outcome). The last connection's close copies the WAL into the file and syncs both
+        (three fsyncs with the folder's, 4-13 ms on this disk) while the caller waits; copied
+        here beside its reads, it leaves that close nothing to copy or sync. A write after it
+        is copied by the close, as before."""
+        if self._sqlite_writer is None or self._closed or self._copying is not None:
+            return
+        self._copying = idlethreads.run(self._copy_wal, "firm-store-copy")
+
+    def _copy_wal(self) -> None:
+        try:
+            with self._read() as conn:
+                raw = conn.connection.dbapi_connection
+                assert isinstance(raw, sqlite3.Connection)
+                raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except Exception as exc:  # the close checkpoints what this did not
+            log.debug("could not copy the WAL ahead of the close: %s", exc)
+
     def close(self) -> None:
+        if self._copying is not None:  # before _closed: its connection goes back to the readers
+            self._copying.join()
+            self._copying = None
         self._closed = True
         if self._named is not None:  # the new file's name is on disk before the store closes
             self._named.join()

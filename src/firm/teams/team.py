@@ -171,6 +171,7 @@ class Team:
                 if unsubscribe is not None:
                     unsubscribe()
             cancel_leftovers(firm, root_id)
+            firm.stop()  # the store's close starts beside the reads of the outcome
             outcome = collect(firm, root_id)
         return self._finish(outcome, return_dict)
 
