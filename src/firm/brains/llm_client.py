@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from firm import idlethreads
-from firm.brains.llm_http import finish, shared_pool
+from firm.brains.llm_http import HTTPX, finish, shared_pool
 from firm.brains.llm_stream import sse_chunks
 from firm.brains.protocol import SessionCancelled
 
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 POLL = 0.05  # seconds between looks at the cancel signal while waiting for the model
 STORE_POLL = 1.0  # seconds between looks at the store (cancellation from another process)
+# What the openai client hands back, unread, when asked for its HTTP library's own response.
+_RAW: type[Any] = HTTPX.Response
 
 
 class ModelCallError(Exception):
@@ -256,13 +258,21 @@ class ModelClient:
                     items.put(("whole", self._client.chat.completions.create(**request)))
                     return
                 # The raw stream, its chunks read as plain JSON (llm_stream.py): the openai
-                # client would build a pydantic model of each.
-                call = self._client.chat.completions.with_streaming_response.create(
-                    **request, stream=True, stream_options={"include_usage": True}
+                # client would build a pydantic model of each. Posted as it is, not through
+                # chat.completions.create, whose check of the request against its typed
+                # parameters (1.1-1.3 ms a call here) returns the same JSON firm built.
+                body, options = _body_and_options(request)
+                response = self._client.post(
+                    "/chat/completions",
+                    cast_to=_RAW,
+                    body={**body, "stream": True, "stream_options": {"include_usage": True}},
+                    options=options,
+                    stream=True,
+                    stream_cls=openai.Stream[Any],
                 )
-                with call as response:
-                    opened.append(response)
-                    for chunk in sse_chunks(response.http_response):
+                opened.append(response)
+                with contextlib.closing(response):
+                    for chunk in sse_chunks(response):
                         if stop.is_set():
                             return
                         items.put(("chunk", chunk))
@@ -271,7 +281,7 @@ class ModelClient:
                 items.put(("error", exc))
             finally:
                 for stream_opened in opened:  # the reply is in: keep its connection
-                    finish(stream_opened.http_response)
+                    finish(stream_opened)
 
         idlethreads.run(produce, "firm-model-call")
         canceller = _Canceller(session)
@@ -297,6 +307,24 @@ class ModelClient:
                 with contextlib.suppress(Exception):
                     response.close()
             raise
+
+
+def _body_and_options(request: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """A request as chat.completions.create takes it, split as the client's post does: the
+    JSON body, and the options create would have made of its extra_* and timeout keys."""
+    body = {k: v for k, v in request.items() if k not in _OPTIONS}
+    body.update(request.get("extra_body") or {})
+    options: dict[str, Any] = {}
+    if request.get("extra_headers"):
+        options["headers"] = request["extra_headers"]
+    if request.get("extra_query"):
+        options["params"] = request["extra_query"]
+    if "timeout" in request:
+        options["timeout"] = request["timeout"]
+    return body, options
+
+
+_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 
 
 class _ReplyBuilder:
