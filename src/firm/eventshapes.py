@@ -39,41 +39,32 @@ def shape(value: dict[str, Any]) -> Shape | None:
     for key, item in value.items():
         if type(key) is not str:
             return None
+        of = _of(item)
+        if of is None:
+            return None
         out.append(key)
-        kind = type(item)
-        if kind in _SCALARS:
-            out.append(kind)
-        elif kind is int:
-            if not _INT_MIN <= item <= _INT_MAX:
-                return None
-            out.append(int)
-        else:
-            inner = _inner(item, kind)
-            if inner is None:
-                return None
-            out.append(inner)
+        out.append(of)
     return tuple(out)
 
 
-def _inner(item: Any, kind: type) -> Shape | None:
+def _of(item: Any) -> Any:
+    """A value's part of a shape: its type, or a nested list's or dict's shape; None if it
+    has none (an int past 64 bits, a type JSON has not)."""
+    kind = type(item)
+    if kind in _SCALARS:
+        return kind
+    if kind is int:
+        return int if _INT_MIN <= item <= _INT_MAX else None
     if kind is dict:
         return shape(item)
     if kind is not list:
         return None
     out: list[Any] = [list]
     for element in item:
-        kind = type(element)
-        if kind in _SCALARS:
-            out.append(kind)
-        elif kind is int:
-            if not _INT_MIN <= element <= _INT_MAX:
-                return None
-            out.append(int)
-        else:
-            inner = _inner(element, kind)
-            if inner is None:
-                return None
-            out.append(inner)
+        of = _of(element)
+        if of is None:
+            return None
+        out.append(of)
     return tuple(out)
 
 
