@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +25,9 @@ from firm.errors import StoreError
 from firm.store import migrate, newfile, notify, schema
 from firm.store.base import EventListener
 from firm.store.group import GroupWriter
-from firm.store.latecheckpoint import LateCheckpoints
+from firm.store.latecheckpoint import LateCheckpoints, copy_wal
 from firm.store.notify import PgListener, SignalListener, StoreSignal
-from firm.store.prepared import Params, Rows, read, run, run_sql
+from firm.store.prepared import Params, Rows, read, run, run_sql, sqlite_driver
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
 from firm.store.wakeup import FreeSlots, WakeRouter
@@ -148,35 +147,12 @@ class SqlBase:
             self._start_wal()
 
     def _start_wal(self) -> None:
-        """Start a new store's WAL with one frame written without a sync.
-
-        SQLite syncs a WAL's header whenever a write starts it at frame 0, and a WAL file's
-        first sync in a connection syncs its folder too: two fsyncs (8-22 ms on this disk) in
-        the first commit of every new store, on the critical path of every team run in a new
-        store. A WAL with nothing before it has nothing for that sync to keep safe: with
-        synchronous=NORMAL no commit is on disk before a checkpoint syncs the WAL (the
-        close's, at the latest, which syncs the folder then), and a header lost in a crash
-        loses only frames that were not on disk either; the store's pages are (newfile.py).
-        So page 1 is written once here with syncs off, and the run's commits append to a
-        WAL already started. A WAL restarted after a checkpoint syncs its header as ever."""
+        """A new store's WAL started unsynced, before its first commit (newfile.start_wal)."""
         assert self._sqlite_writer is not None
         with self._sqlite_writer:
-            driver = self._group.idle()
-            assert driver is not None
-            raw = driver.connection.dbapi_connection
-            assert isinstance(raw, sqlite3.Connection)
-            try:
-                raw.execute("PRAGMA synchronous=OFF")
-                try:
-                    raw.execute("BEGIN IMMEDIATE")
-                    raw.execute("PRAGMA user_version=0")  # writes page 1, changes nothing
-                    raw.execute("COMMIT")
-                finally:
-                    raw.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.Error as exc:  # the first commit starts the WAL, synced, as before
-                log.debug("could not start the new store's WAL early: %s", exc)
-                with contextlib.suppress(sqlite3.Error):
-                    raw.rollback()
+            writer = self._group.idle()
+            assert writer is not None
+            newfile.start_wal(sqlite_driver(writer))
 
     @property
     def safe_url(self) -> str:
@@ -262,10 +238,7 @@ class SqlBase:
 
     def _copy_wal(self) -> None:
         try:
-            with self._read() as conn:
-                raw = conn.connection.dbapi_connection
-                assert isinstance(raw, sqlite3.Connection)
-                raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            copy_wal(self._read)
         except Exception as exc:  # the close checkpoints what this did not
             log.debug("could not copy the WAL ahead of the close: %s", exc)
 

@@ -29,6 +29,8 @@ from contextlib import AbstractContextManager
 
 from sqlalchemy import Connection
 
+from firm.store.prepared import sqlite_driver
+
 log = logging.getLogger("firm.store")
 
 # Rows a write changes from which its commit leaves the checkpoint to a thread: a cancel of
@@ -54,8 +56,7 @@ class LateCheckpoints:
     def defer(self, conn: Connection) -> sqlite3.Connection:
         """Inside a write transaction: its commit will not checkpoint. Returns the driver
         connection, for `after`, which must follow (in a `finally`)."""
-        driver = conn.connection.dbapi_connection
-        assert isinstance(driver, sqlite3.Connection)
+        driver = sqlite_driver(conn)
         # On the driver, unseen by statement listeners: a setting of the connection's, not a
         # statement of the write's (a test counts those: the same for any subtree's size).
         driver.execute("PRAGMA wal_autocheckpoint=0")
@@ -80,11 +81,7 @@ class LateCheckpoints:
 
     def _checkpoint(self, driver: sqlite3.Connection) -> None:
         try:
-            with self._read() as conn:
-                # On the driver too: no statement of anyone's (listeners count those).
-                reader = conn.connection.dbapi_connection
-                assert isinstance(reader, sqlite3.Connection)
-                reader.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            copy_wal(self._read)
         except Exception:  # the automatic checkpoint, back below, does it at a later commit
             log.exception("store: a checkpoint after a big write failed")
         finally:
@@ -92,6 +89,13 @@ class LateCheckpoints:
             # (whether it is still the writers' or went back to the pool after a failure).
             with self._writer, contextlib.suppress(sqlite3.Error):
                 driver.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT}")
+
+
+def copy_wal(read: Callable[[], AbstractContextManager[Connection]]) -> None:
+    """One passive checkpoint on a reader's connection: it waits for nobody and copies what
+    it can. On the driver, so it is no statement of anyone's (listeners count those)."""
+    with read() as conn:
+        sqlite_driver(conn).execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 class BigWrite:

@@ -232,6 +232,13 @@ def read(conn: Connection, stmt: ClauseElement, params: Params | None = None) ->
     return _rows(conn, compiled, compiled.args(params), driver.cursor(), _lookup(conn))
 
 
+def sqlite_driver(conn: Connection) -> sqlite3.Connection:
+    """The sqlite3 connection under a SQLAlchemy one (SQLite stores only)."""
+    driver = conn.connection.dbapi_connection
+    assert isinstance(driver, sqlite3.Connection)
+    return driver
+
+
 def each_row(conn: Connection, stmt: ClauseElement, params: Params | None = None) -> Iterator[Any]:
     """Execute a prebuilt statement and yield its rows one at a time, as the driver's tuples:
     for results of thousands of rows read once (a big cancel's ids). Held all at once, each a
@@ -358,8 +365,7 @@ def end(conn: Connection, commit: bool) -> None:
         else:
             conn.rollback()
         return
-    driver = conn.connection.dbapi_connection  # the same sqlite3 connection (see _cursor)
-    assert isinstance(driver, sqlite3.Connection)
+    driver = sqlite_driver(conn)  # the same sqlite3 connection (see _cursor)
     try:
         if commit:
             driver.commit()
