@@ -10,21 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from firm.audit.bundle import Entry
 from firm.events import EventKind
 from firm.org import OrgChart
 
 LIFECYCLE = frozenset({"delegate_task", "complete_task", "fail_task", "ask_human"})
-
-
-class _Entry(Protocol):
-    seq: int
-    ts: float
-    kind: str
-    task_id: str | None
-    agent: str | None
-    data: dict[str, Any] | None
 
 
 @dataclass
@@ -47,7 +39,7 @@ class _Decided:
 
 
 def approval_problems(
-    entries: Iterable[_Entry], tree: set[str], assignees: dict[str, str], org: OrgChart | None
+    entries: Iterable[Entry], tree: set[str], assignees: dict[str, str], org: OrgChart | None
 ) -> tuple[list[str], int]:
     """The problems found, and how many gated calls ran properly."""
     asked: dict[str, _Asked] = {}
@@ -113,7 +105,7 @@ def approval_problems(
 
 
 def _approved(
-    e: _Entry, aid: str, tool: str, asked: dict[str, _Asked], decided: dict[str, _Decided]
+    e: Entry, aid: str, tool: str, asked: dict[str, _Asked], decided: dict[str, _Decided]
 ) -> str | None:
     assert e.data is not None
     req = asked.get(aid)

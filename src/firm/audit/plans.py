@@ -10,21 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from firm.audit.bundle import Entry
 from firm.events import EventKind
 from firm.org import OrgChart
 
 PLAN_TOOL = "delegate_task"
-
-
-class _Entry(Protocol):
-    seq: int
-    ts: float
-    kind: str
-    task_id: str | None
-    agent: str | None
-    data: dict[str, Any] | None
 
 
 @dataclass
@@ -38,7 +30,7 @@ class _Plan:
 
 
 def plan_problems(
-    entries: Sequence[_Entry], tree: set[str], org: OrgChart | None
+    entries: Sequence[Entry], tree: set[str], org: OrgChart | None
 ) -> tuple[list[str], int]:
     """The problems found, and how many held subtasks started properly."""
     plans: dict[str, _Plan] = {}

@@ -11,18 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
+from firm.audit.bundle import Entry
 from firm.events import EventKind
 
 LIFECYCLE = frozenset({"delegate_task", "complete_task", "fail_task"})
-
-
-class _Entry(Protocol):
-    seq: int
-    kind: str
-    task_id: str | None
-    data: dict[str, Any] | None
 
 
 @dataclass
@@ -44,9 +37,9 @@ class WriteAhead:
         return "; ".join(parts)
 
 
-def check_write_ahead(entries: Iterable[_Entry], tree: set[str]) -> WriteAhead:
+def check_write_ahead(entries: Iterable[Entry], tree: set[str]) -> WriteAhead:
     out = WriteAhead()
-    starts: dict[int, _Entry] = {}
+    starts: dict[int, Entry] = {}
     answers: dict[int, list[bool]] = {}  # start seq -> interrupted flag of each answer
     for e in entries:
         d = e.data
