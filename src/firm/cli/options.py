@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -100,7 +99,9 @@ def with_brain_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 class BrainOptionsCommand(TyperCommand):
     """A command whose --help lists each brain's options in a section of their own."""
 
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    # Any: typer's click types are the click package's up to typer 0.2x and typer's own
+    # vendored copy after, so no one annotation names both (and click is not ours to import).
+    def format_options(self, ctx: Any, formatter: Any) -> None:
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)

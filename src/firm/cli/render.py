@@ -127,7 +127,7 @@ def tasks_table(tasks: list[Task]) -> Table:
 
 
 # A plain log shows a task's life: every kind that moves a task (and revocations, denials).
-EVENT_WORDS = {
+EVENT_WORDS: dict[str, str] = {
     **{k: k.value for k, spec in CATALOGUE.items() if spec.status is not None},
     EventKind.REVOKED: "revoked",
     EventKind.TOOL_DENIED: "denied",

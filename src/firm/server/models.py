@@ -56,7 +56,7 @@ def goal_model(agent_ids: list[str]) -> type[NewGoal]:
         "NewGoal",
         __base__=NewGoal,
         __doc__=NewGoal.__doc__,
-        to=(
+        to=(  # type: ignore[arg-type]  # a Literal made at run time, which mypy cannot follow
             agent | None,
             Field(None, description="The agent the goal goes to [default: the top of the chart]."),
         ),

@@ -155,7 +155,7 @@ class Leases(TaskTree):
             if tx.locking:
                 pick = pick.with_for_update(skip_locked=True)
             orphans = {r[0]: (r[1], r[2]) for r in tx.conn.execute(pick)}
-            requeued = []
+            requeued: Sequence[Any] = ()
             if orphans:
                 requeued = tx.conn.execute(
                     update(T)
@@ -189,7 +189,7 @@ class Leases(TaskTree):
             if tx.locking:
                 idle = idle.with_for_update(of=T, skip_locked=True)
             idle_ids = list(tx.conn.execute(idle).scalars())
-            woke = []
+            woke: Sequence[Any] = ()
             if idle_ids:
                 woke = tx.conn.execute(
                     update(T)

@@ -85,7 +85,8 @@ class CrewAIBrain:
         except Cancelled as stop:
             raise stop.cause from None
         except Exception as exc:
-            return self._failed(session, settings, exc)
+            self._failed(session, settings, exc)
+            return None
         text = str(getattr(output, "raw", "") or "")
         return text or None
 
@@ -128,12 +129,11 @@ class CrewAIBrain:
         session already delegated), never a traceback."""
         reason = _reason(exc, settings)
         if session.ended:
-            return None
+            return
         if session.delegated:
             session.think(f"Ending the turn: {reason}")
-            return None
+            return
         session.give_up(reason)
-        return None
 
 
 def _step(turn: Turn, step: Any) -> None:
