@@ -65,7 +65,7 @@ def goal_model(agent_ids: list[str]) -> type[NewGoal]:
 
 class CancelRequest(_Request):
     reason: str = Field(
-        "cancelled from the office",
+        default="cancelled from the office",
         min_length=1,
         max_length=2000,
         description="Why; the manager above the task sees it.",

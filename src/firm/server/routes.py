@@ -103,8 +103,11 @@ def build_router(office: Office) -> APIRouter:
         if refusal is not None:
             raise unauthorised(refusal)
 
-    read = {"dependencies": [Depends(may_read)], "openapi_extra": read_security(policy)}
-    write = {"dependencies": [Depends(may_write)]}
+    read: dict[str, Any] = {
+        "dependencies": [Depends(may_read)],
+        "openapi_extra": read_security(policy),
+    }
+    write: dict[str, Any] = {"dependencies": [Depends(may_write)]}
     NewGoal = goal_model([a.id for a in office.org.agents])
 
     router = APIRouter(prefix="/api")

@@ -5,7 +5,7 @@ in the page goes through exactly the states the live feed went through.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations at run time.
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
@@ -65,7 +65,7 @@ class RunEventPage(BaseModel):
 
 def build_router(office: Office) -> APIRouter:
     store = office.store
-    read = {"dependencies": [Depends(read_guard(office.policy))]}
+    read: dict[str, Any] = {"dependencies": [Depends(read_guard(office.policy))]}
     if not office.policy.reads_need_token:
         read["openapi_extra"] = {"security": [{}, {"HTTPBearer": []}]}  # type: ignore[assignment]
     router = APIRouter(prefix="/api")
