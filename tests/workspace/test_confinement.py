@@ -22,6 +22,8 @@ TOOLS: dict[str, Tool] = {
     "files.read": lambda ws, p: ws.read(p),
     "files.write": lambda ws, p: ws.write(p, "pwned"),
     "files.list": lambda ws, p: ws.list(p),
+    # Not a tool: what a brain that knows its next files calls (brains/simulation.py).
+    "make_folder": lambda ws, p: ws.make_folder(p, files=2),
 }
 
 

@@ -12,33 +12,40 @@ from pathlib import Path
 
 import pytest
 
-from firm.tools.workspace import SYNC_ENV, Workspace
+from firm.errors import WorkspaceError
+from firm.tools.workspace import SYNC_ENV, Limits, Workspace
 
 # Rewrites one file for ever, alternating two contents of a few hundred kilobytes (big enough
 # that a write takes several system calls), and a new file each round.
+# With "ready", each round's new file is first made ready by make_folder (tools/spares.py)
+# and named by the write that fills it.
 WRITER = """
 import sys
 from firm.tools.workspace import Workspace
 ws = Workspace(sys.argv[1], sync=sys.argv[2] == "1")
+ready = sys.argv[3] == "1"
 a, b = "A" * 300_000, "B" * 300_000
 ws.write("report.md", a)
 print("ready", flush=True)
 i = 0
 while True:
+    if ready:
+        ws.make_folder("rounds", files=1)
     ws.write("report.md", b if i % 2 else a)
-    ws.write(f"rounds/{i % 50}.md", str(i) * 1000)
+    ws.write(f"rounds/{i % 50 if not ready else i}.md", str(i) * 1000)
     i += 1
 """
 
 
+@pytest.mark.parametrize("ready", [False, True], ids=["usual", "made-ready"])
 @pytest.mark.parametrize("sync", [False, True], ids=["default", "sync"])
 def test_a_killed_writer_leaves_every_file_old_or_new_never_torn(
-    tmp_path: Path, sync: bool
+    tmp_path: Path, sync: bool, ready: bool
 ) -> None:
     root = tmp_path / "ws"
     for round_ in range(5):
         proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(root), "1" if sync else "0"],
+            [sys.executable, "-c", WRITER, str(root), "1" if sync else "0", "1" if ready else "0"],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -85,3 +92,27 @@ def test_a_deliverable_in_a_new_folder_is_readable_whatever_the_umask(tmp_path: 
         assert oct(os.stat(ws.root / "eng" / name).st_mode & 0o777) == "0o644"
     assert ws.read("eng/t-1-plan.md") == "# plan"
     assert ws.list(".") == ["eng/t-1-plan.md", "eng/t-2-plan.md"]
+
+
+def test_files_made_ready_are_written_like_any_other(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws", Limits(max_files=3))
+    ws.make_folder("team", files=4)  # more than will be written: the rest are never files
+    ws.make_folder("team", files=1)  # a folder that is there is left as it is
+    assert ws.list() == [] and (ws.root / "team").is_dir()
+    old = os.umask(0o077)
+    try:
+        ws.write("team/a.md", "# a")
+        ws.write("elsewhere/b.md", "# b")  # any new file of the workspace takes one
+    finally:
+        os.umask(old)
+    ws.write("team/a.md", "# a, revised")  # an existing file is replaced the usual way
+    ws.write("team/c.md", "# c")
+    with pytest.raises(WorkspaceError, match="holds 3 files, the limit"):
+        ws.write("team/d.md", "# d")  # ready files are not files until written
+    assert ws.list() == ["elsewhere/b.md", "team/a.md", "team/c.md"]
+    assert ws.read("team/a.md") + ws.read("elsewhere/b.md") == "# a, revised# b"
+    for path in ("team/a.md", "elsewhere/b.md", "team/c.md"):
+        assert oct(os.stat(ws.root / path).st_mode & 0o777) == "0o644"
+    assert sorted(os.listdir(ws.root / "team")) == ["a.md", "c.md"]  # nothing else left there
+    with pytest.raises(WorkspaceError, match="exists and is not a folder"):
+        ws.make_folder("team/a.md", files=1)

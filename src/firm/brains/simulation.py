@@ -8,13 +8,14 @@ Latency per turn and seeded failure injection let tests and benchmarks shape a r
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firm.errors import FirmError
+from firm.errors import FirmError, WorkspaceError
 from firm.tasks import Status, normalise_title
 
 if TYPE_CHECKING:
@@ -226,6 +227,14 @@ class SimulationBrain:
                     return None
             if not self.linger:
                 reply.end_turn()
+        if _may_write(session):
+            # The team's deliverables and this manager's report go to its folder (_deliver,
+            # _merge): made now, with a new file ready for each, while the reports think —
+            # not by the first of them to write, in the moment they all act at once, nor in
+            # the merge at the end of the run. An empty folder is all a failure here leaves,
+            # and the writes make what they need as before.
+            with contextlib.suppress(WorkspaceError, OSError):
+                session.workspace.make_folder(me.id, files=len(reports) + 1)
         if self.linger:
             session.sleep(self.linger)
         return None

@@ -3,7 +3,8 @@
 Every path is checked before use: no absolute paths, no `..` that climbs out, no symlink on
 the way that points outside, no device files or FIFOs, no NUL bytes, bounded names, sizes and
 file counts. Writes go to a temporary file in the same folder and are renamed into place, so
-a crash never leaves half a file.
+a crash never leaves half a file; a new file made ready beforehand (make_folder, spares.py)
+is an anonymous file linked into place once filled, which a crash leaves nothing of.
 
 Durability follows the store's by default: SQLite in WAL with synchronous=NORMAL does not
 fsync each commit, so a commit survives the process being killed (the kernel's page cache
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from firm.errors import WorkspaceError
+from firm.tools.spares import Spares, link
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Workspace:
         # checked again by files.write's reply and by complete_task. Shape only, no file
         # system state, so an answer never goes stale.
         self._shapes: dict[str, str] = {}
+        # New files' inodes made ready by make_folder (tools/spares.py).
+        self._spares = Spares()
 
     # --- path checks ---------------------------------------------------------------------
 
@@ -219,12 +223,41 @@ class Workspace:
         if st is None:
             self._reserve_file(path)
         try:
-            self._write_atomically(path, target, data, missing)
+            self._write_atomically(path, target, data, missing, new=st is None)
         except BaseException:
             if st is None:
                 self._release_file()
             raise
         return len(data)
+
+    def make_folder(self, path: str, files: int = 0) -> None:
+        """Make a folder of the workspace, with any parents it lacks, checked as a write's path
+        is; one that is there already is left as it is. For a brain that knows where its
+        files will go before it writes them (brains/simulation.py: a manager's team folder);
+        `files` new files are made ready there too, for the next writes of new files to fill
+        (tools/spares.py)."""
+        plain = self._plain(path)
+        missing: int | None = None
+        if plain is not None:
+            target, st, below = plain
+            missing = below + 1  # the walk counts the folders below the missing name
+        else:
+            resolved = self.resolve(path)
+            if resolved == self.root:
+                return
+            target = str(resolved)
+            try:
+                st = os.lstat(target)
+            except FileNotFoundError:
+                st = None
+        if st is not None:
+            if not stat.S_ISDIR(st.st_mode):
+                raise WorkspaceError(f"{path!r} exists and is not a folder")
+        else:
+            self._make_folders(target, path, missing)
+            if not self._inside(target, path):
+                raise WorkspaceError(f"{path!r} leaves the workspace")
+        self._spares.make(target, files)
 
     def _plain(self, path: str) -> tuple[str, os.stat_result | None, int] | None:
         """The common case, in strings and one lstat a level: a path under the root with no
@@ -268,7 +301,7 @@ class Workspace:
         return True
 
     def _write_atomically(
-        self, path: str, target: str, data: bytes, missing: int | None = None
+        self, path: str, target: str, data: bytes, missing: int | None = None, new: bool = False
     ) -> None:
         """A temporary file beside the target, renamed over it: a reader or a killed process
         sees the old file or the new one, never half of one (the rename is atomic, and the
@@ -281,6 +314,8 @@ class Workspace:
         # looked at again.
         if not (made and os.path.dirname(parent) == self._root) and not self._inside(parent, path):
             raise WorkspaceError(f"{path!r} leaves the workspace")
+        if new and self._filled(target, data):
+            return
         try:
             fd, tmp = _temporary(parent)
         except (FileNotFoundError, NotADirectoryError):
@@ -294,12 +329,7 @@ class Workspace:
             fd, tmp = _temporary(parent)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fchmod(fd, 0o644)  # what umask left may hide a deliverable from its readers
-                if self.sync:
-                    os.fsync(fd)
+                _fill(fd, data, self.sync)
             finally:
                 os.close(fd)
             os.replace(tmp, target)
@@ -309,6 +339,22 @@ class Workspace:
             raise
         if self.sync:
             _sync_folder(parent)
+
+    def _filled(self, target: str, data: bytes) -> bool:
+        """A new file written into a file made ready (make_folder) and linked into place: the
+        name appears with the whole content, as a rename would give it. False when none is
+        ready or the name cannot be had (taken since): the caller writes the usual way."""
+        fd = self._spares.take()
+        if fd is None:
+            return False
+        try:
+            _fill(fd, data, self.sync)
+            linked = link(fd, target)
+        finally:
+            os.close(fd)
+        if linked and self.sync:
+            _sync_folder(os.path.dirname(target))
+        return linked
 
     def _make_folders(self, parent: str, path: str, missing: int | None) -> bool:
         """The target's folders, made. `missing` is what the walk of the path found absent:
@@ -388,6 +434,15 @@ def _temporary(folder: str) -> tuple[int, str]:
             return os.open(tmp, _TMP_FLAGS, 0o644), tmp
         except FileExistsError:
             continue
+
+
+def _fill(fd: int, data: bytes, sync: bool) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fchmod(fd, 0o644)  # what umask left may hide a deliverable from its readers
+    if sync:
+        os.fsync(fd)
 
 
 def _sync_folder(folder: str) -> None:
