@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -19,6 +20,7 @@ from firm.testing import (
     error,
     text,
 )
+from firm.testing.serve import ServerProcess
 
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Task T-1: hi"}]
 
@@ -112,3 +114,37 @@ def test_a_plain_function_can_be_the_model() -> None:
         c.close()
     assert answer.choices[0].message.content == "2 messages"
     assert seen[0].brief == "Task T-1: hi" and seen[0].system == "sys"
+
+
+MODEL_FILE = """
+from firm.testing import ScriptedModel, text
+
+def model(greeting):
+    m = ScriptedModel()
+    m.when(agent="w1").always(text(greeting + ", w1"))
+    return m
+"""
+
+
+def test_server_in_its_own_process(tmp_path: Path) -> None:
+    (tmp_path / "kit_model.py").write_text(MODEL_FILE)
+    with ServerProcess(f"{tmp_path / 'kit_model.py'}:model", "Hello") as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        env = server.env()
+        client = openai.OpenAI(base_url=env["OPENAI_BASE_URL"], api_key=env["OPENAI_API_KEY"])
+        try:
+            reply = client.chat.completions.create(
+                model=env["FIRM_MODEL"],
+                messages=MESSAGES,  # type: ignore[arg-type]
+                extra_headers={"X-Firm-Agent": "w1"},
+            )
+        finally:
+            client.close()
+        assert reply.choices[0].message.content == "Hello, w1"
+        assert server.requests() == [{"seq": 1, "agent": "w1", "status": 200, "completed": True}]
+        assert server.request_count() == 1
+
+
+def test_server_process_that_cannot_load_its_model_says_so(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="did not start"):
+        ServerProcess(f"{tmp_path / 'missing.py'}:model").start()
