@@ -63,12 +63,15 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         raise SystemExit("usage: python -m firm.testing.serve MODULE:NAME [JSON_ARG ...]")
+    # Standard output is the parent's to read: what the model's module prints goes to
+    # standard error.
+    out, sys.stdout = sys.stdout, sys.stderr
     model = load(argv[0], [json.loads(a) for a in argv[1:]])
-    with ModelServer(model, api_key=API_KEY) as server:
-        print(json.dumps({"url": server.url}), flush=True)
+    with ModelServer(model) as server:
+        print(json.dumps({"url": server.url}), file=out, flush=True)
         for line in sys.stdin:  # until the parent closes it (or goes away)
             if line.strip() == "requests":
-                print(json.dumps(_summary(server)), flush=True)
+                print(json.dumps(_summary(server)), file=out, flush=True)
 
 
 class ServerProcess:
