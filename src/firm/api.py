@@ -89,6 +89,13 @@ class Firm:
         self.stop()
         self.store.close()
 
+    def close_soon(self) -> None:
+        """close() for a caller done with this handle that need not wait for the store's
+        file to be synced: the engine stops now, the store closes on a thread, and the
+        process waits for that at exit (store/closing.py). Everything was committed."""
+        self.stop()
+        self.store.close_soon()
+
     def stop(self) -> None:
         """Stop the engine (as close() does: running sessions are handed back) and start the
         store's close early, beside whatever the caller still reads before close(): nothing

@@ -22,7 +22,7 @@ from sqlalchemy.sql import ClauseElement
 
 from firm import idlethreads
 from firm.errors import StoreError
-from firm.store import migrate, newfile, notify, schema
+from firm.store import closing, migrate, newfile, notify, schema
 from firm.store.base import EventListener
 from firm.store.group import GroupWriter
 from firm.store.latecheckpoint import LateCheckpoints, copy_wal
@@ -140,6 +140,7 @@ class SqlBase:
         )
         self._named = named
         self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close
+        self._closing: idlethreads.Job | None = None  # the close itself, on a thread
         self.created = named is not None  # a file made by this open: it holds no run yet
         if check_schema and not self.created:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
@@ -241,6 +242,12 @@ class SqlBase:
             copy_wal(self._read)
         except Exception as exc:  # the close checkpoints what this did not
             log.debug("could not copy the WAL ahead of the close: %s", exc)
+
+    def close_soon(self) -> None:
+        """close() on a thread, for a caller that is done with the store and need not wait
+        for the WAL's copy and syncs (store/closing.py); the process waits for it at exit."""
+        if not self._closed and self._closing is None:
+            self._closing = closing.close_soon(self.close)
 
     def close(self) -> None:
         if self._copying is not None:  # before _closed: its connection goes back to the readers

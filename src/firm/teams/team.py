@@ -20,8 +20,9 @@ See docs/teams.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,7 @@ class Team:
         # The store's finished run stands for this one unless the user marked tasks of this
         # team to run again (after it ran here) or set some done by hand.
         reuse = not fresh and not spec.carried and (self._outputs_key is None or changed)
-        with Firm(self.db) as firm:
+        with _opened(self.db) as firm:
             # A store made by this open holds no run to continue or to take the outputs of.
             look = not firm.store.created
             root_id = open_run(firm, spec) if look and not fresh else None
@@ -237,3 +238,16 @@ class Team:
             "task_results": {tid: t.output for tid, t in zip(ids, self.tasks, strict=True)},
             "manager": manager if spec.hierarchical else None,
         }
+
+
+@contextlib.contextmanager
+def _opened(db: str | Path | None) -> Iterator[Firm]:
+    """The store for one start(): closed on a thread once start() has read what it needs
+    (its file's sync goes on beside the caller: Firm.close_soon), at once if start() fails."""
+    firm = Firm(db)
+    try:
+        yield firm
+    except BaseException:
+        firm.close()
+        raise
+    firm.close_soon()
