@@ -325,7 +325,7 @@ class Engine:
         # scheduler: nudging it would only cost a claim that finds nothing. Nor is any, while
         # every slot is taken: the session that frees one nudges it then.
         todo = {e.task_id for e in events if e.kind in TO_TODO}
-        if todo - {e.task_id for e in events if e.kind == EventKind.STARTED}:
+        if todo and todo - {e.task_id for e in events if e.kind == EventKind.STARTED}:
             self._todo_news = True
             if len(self._running) < self.max_concurrent:
                 self._nudge.set()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from json.scanner import make_scanner
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from firm.store.base import Event
 from firm.store.prepared import Row as PreparedRow
@@ -70,20 +71,34 @@ def task_from_row(row: Any) -> Task:
     """A task out of a row of its table's columns (others, such as a lineage's head_seq, may
     come with them)."""
     as_they_are, converted = _picks.get(type(row)) or _picks_for(row)
-    fields = dict(zip(_AS_THEY_ARE, as_they_are(row), strict=True))
     status, priority, files, grant, revoked, calls, prompt, completion = converted(row)
-    fields["status"] = STATUS[status]
-    fields["priority"] = _PRIORITY[priority]
-    fields["files"] = () if not files or files == "[]" else tuple(json.loads(files))
-    fields["grant"] = json.loads(grant) if grant else None
-    fields["revoked"] = bool(revoked)
-    fields["usage"] = {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion}
     # Built straight into its __dict__: a frozen dataclass's __init__ sets each of its 24
     # fields through object.__setattr__, as much as the rest of reading a row. Every field
     # is set here (tests/engine/test_prepared.py holds it to that).
     task: Task = _new(Task)
-    task.__dict__.update(fields)
+    fields = task.__dict__
+    fields.update(zip(_AS_THEY_ARE, as_they_are(row), strict=True))
+    fields["status"] = STATUS[status]
+    fields["priority"] = _PRIORITY[priority]
+    fields["files"] = () if not files or files == "[]" else tuple(_json(files))
+    fields["grant"] = _json(grant) if grant else None
+    fields["revoked"] = bool(revoked)
+    fields["usage"] = {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion}
     return task
+
+
+# json.loads, less its two Python frames (decode, raw_decode) around the C scanner: the
+# store's own JSON columns (a task's grant and files, three rows a task) hold no leading
+# space or trailing text; anything else takes json.loads, errors included.
+_scan: Callable[[str, int], tuple[Any, int]] = make_scanner(cast(Any, json.JSONDecoder()))
+
+
+def _json(text: str) -> Any:
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def event_from_row(row: Any) -> Event:
@@ -94,7 +109,7 @@ def event_from_row(row: Any) -> Event:
         kind=m["kind"],
         task_id=m["task_id"],
         agent=m["agent"],
-        data=json.loads(m["data"]),
+        data=_json(m["data"]),
         prev_hash=m["prev_hash"],
         hash=m["hash"],
     )
