@@ -345,10 +345,12 @@ class LifecycleTools(ToolContext):
         return bool(self._deferred) and not self._batch and self.outcome is None
 
     def flush_owed(self) -> None:
-        """Write the finished calls' entries still owed to the log, so people watching see
-        them before the session goes quiet (a model call, a wait)."""
+        """Write the finished calls' entries and the model calls' usage still owed, so
+        people watching see them before the session goes quiet (a model call, a wait)."""
         if self._owes():
-            self._write_events([])
+            self._write_events([])  # the usage rides it (store/usage.py)
+        else:
+            self.store.pay_usage()
 
     @contextmanager
     def owing(self) -> Iterator[None]:

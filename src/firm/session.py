@@ -90,7 +90,6 @@ class Session(LifecycleTools):
         self.files_written: list[str] = []
         self.last_text: str | None = None
         self.cancel_reason: str | None = None
-        self._tokens_used = 0  # recorded by this session, on top of task.usage at its start
         self._deferred = []  # firm.lifecycle: entries riding a later write
         self._offered: tuple[ToolDef, ...] | None = None
         self._names: frozenset[str] | None = None  # of the tools offered
@@ -227,8 +226,7 @@ class Session(LifecycleTools):
         streams.publish(self.store, self.agent_id, self.task_id, text)
 
     def record_usage(self, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
-        self._tokens_used += prompt_tokens + completion_tokens
-        self.store.add_usage(self.task.id, calls, prompt_tokens, completion_tokens)
+        self.store.owe_usage(self.task.id, calls, prompt_tokens, completion_tokens)
 
     # --- authority -----------------------------------------------------------------------
 
@@ -263,7 +261,8 @@ class Session(LifecycleTools):
         )
 
     def _remaining(self, fresh: CheckState, reserved: int) -> int | None:
-        left = remaining_budget(self.grant, fresh.tokens_used, (reserved,))
+        used = fresh.tokens_used + self.store.owed_tokens(self.task_id)  # store/usage.py
+        left = remaining_budget(self.grant, used, (reserved,))
         return None if left is None else max(0, left)
 
     def standing(self) -> tuple[Standing, CheckState]:

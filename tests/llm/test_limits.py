@@ -77,3 +77,41 @@ def test_usage_of_earlier_sessions_counts_against_the_budget(
     assert "budget_exhausted" in (root.error or "")
     assert len(server.requests_for("cto")) == 1  # woken, it had too little left to call again
     assert events_of(firm, "failed", root.id)
+
+
+def test_a_tool_call_right_after_the_budget_ran_out_is_refused(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, firm: Firm, run_llm: Runner
+) -> None:
+    # The answer that asks for the tool used the whole budget (900 + 150 of 1000 tokens):
+    # the call it makes is denied, though no write of the session has followed that answer.
+    model.when(agent="gabriel").reply(replace(LIST, usage=(900, 150)), calls(complete("done")))
+    root = run_llm(three_levels, to="gabriel", grant={"budget_tokens": 1000})
+
+    denied = events_of(firm, "tool_denied", root.id)
+    assert [e.data["code"] for e in denied] == ["budget_exhausted"]
+    assert denied[0].data["tool"] == "files.list"
+    assert root.status == Status.FAILED
+    assert "budget_exhausted" in (root.error or "")
+    assert len(server.requests) == 1
+    assert root.usage == {"calls": 1, "prompt_tokens": 900, "completion_tokens": 150}
+
+
+def test_a_delegation_right_after_the_budget_ran_out_is_refused(
+    three_levels: OrgChart, model: ScriptedModel, server: ModelServer, firm: Firm, run_llm: Runner
+) -> None:
+    # The answer that delegates used the whole budget; nothing of the session was written
+    # since it came in, and a delegation's check reads its standing before its write.
+    model.when(agent="cto", woken=False).reply(
+        replace(calls(delegate("gabriel", "Build the API")), usage=(2400, 650)),
+        calls(complete("done")),
+    )
+    root = run_llm(three_levels, to="cto", grant={"budget_tokens": 3000})
+
+    denied = events_of(firm, "tool_denied", root.id)
+    assert [(e.data["tool"], e.data["code"]) for e in denied] == [
+        ("delegate_task", "budget_exhausted")
+    ]
+    assert len(firm.subtree(root.id)) == 1  # no subtask was made
+    assert root.status == Status.FAILED
+    assert len(server.requests) == 1
+    assert root.usage == {"calls": 1, "prompt_tokens": 2400, "completion_tokens": 650}

@@ -30,6 +30,7 @@ from firm.store.notify import PgListener, SignalListener, StoreSignal
 from firm.store.prepared import Params, Rows, read, run, run_sql, sqlite_driver
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
+from firm.store.usage import OwedUsage, pay
 from firm.store.wakeup import FreeSlots, WakeRouter
 
 # Opening a new SQLite file that another process is still creating: tries, 50 ms apart and
@@ -141,6 +142,7 @@ class SqlBase:
         self._named = named
         self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close
         self._closing: idlethreads.Job | None = None  # the close itself, on a thread
+        self._usage = OwedUsage()  # model calls' usage owed by each thread (store/usage.py)
         self.created = named is not None  # a file made by this open: it holds no run yet
         if check_schema and not self.created:
             self._check_schema(self.dialect == "sqlite" if migrate is None else migrate)
@@ -352,8 +354,16 @@ class SqlBase:
         # over in microseconds, instead of SQLite's busy handler, which sleeps in steps of
         # milliseconds; the busy timeout is then left for writers in other processes. Writers
         # that arrive while a transaction is open join it (group commit, store/group.py).
-        with self._group.write() as tx:
-            yield tx
+        taken = self._usage.take() if self._usage.owed else None
+        try:
+            with self._group.write() as tx:
+                if taken:  # this thread's usage rides the write (store/usage.py)
+                    pay(tx.conn, taken)
+                yield tx
+        except BaseException:
+            if taken:
+                self._usage.put_back(taken)
+            raise
         if tx.appended:
             for listener in list(self._listeners):
                 try:
@@ -363,6 +373,22 @@ class SqlBase:
             with self._changed:
                 self._generation += 1
                 self._changed.notify_all()
+
+    def owe_usage(
+        self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Usage written by this thread's next write, in its transaction (store/usage.py)."""
+        self._usage.add(task_id, calls, prompt_tokens, completion_tokens)
+
+    def owed_tokens(self, task_id: str) -> int:
+        """The task's tokens this thread has recorded and not written yet."""
+        return self._usage.tokens(task_id)
+
+    def pay_usage(self) -> None:
+        """Write this thread's owed usage now, if it owes any."""
+        if self._usage.owed:
+            with self._write():
+                pass
 
     def _select(self, stmt: ClauseElement, params: Params | None = None) -> Rows:
         """Run one prebuilt SELECT and return its rows.

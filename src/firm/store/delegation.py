@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from firm.chain import canonical_json
@@ -27,6 +27,7 @@ from firm.store.retry import retrying
 from firm.store.rows import task_from_row
 from firm.store.transaction import Tx
 from firm.store.tree import TaskTree
+from firm.store.usage import ADD_USAGE
 from firm.store.yielding import write_yield
 from firm.tasks import Outcome, Status, Task, delegation_key, subtask_id
 
@@ -66,17 +67,6 @@ BY_DEDUPE_KEYS_JSON = select(T).where(T.c.dedupe_key.in_(select(_KEYS.c.value)))
 
 # A model call's usage, built once: each session records one per call, and a statement built
 # per call was compiled again for every store a process opened (the compiled cache is per engine).
-ADD_USAGE = (
-    update(T)
-    .where(T.c.id == bindparam("p_id"))
-    .values(
-        calls=T.c.calls + bindparam("p_calls"),
-        prompt_tokens=T.c.prompt_tokens + bindparam("p_prompt"),
-        completion_tokens=T.c.completion_tokens + bindparam("p_done"),
-    )
-)
-
-
 class Delegation(TaskTree):
     def delegate(
         self,
