@@ -116,3 +116,17 @@ def test_files_made_ready_are_written_like_any_other(tmp_path: Path) -> None:
     assert sorted(os.listdir(ws.root / "team")) == ["a.md", "c.md"]  # nothing else left there
     with pytest.raises(WorkspaceError, match="exists and is not a folder"):
         ws.make_folder("team/a.md", files=1)
+
+
+def test_files_made_ready_hold_a_bounded_number_of_descriptors(tmp_path: Path) -> None:
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc here: nothing is made ready")
+    before = len(list(fds.iterdir()))
+    ws = Workspace(tmp_path / "ws")
+    ws.make_folder("many", files=10_000)  # a manager of a very wide team
+    assert len(list(fds.iterdir())) - before <= 32
+    for i in range(40):  # more writes than files ready: the rest are made the usual way
+        ws.write(f"many/{i}.md", str(i))
+    assert len(ws.list("many")) == 40
+    assert ws.read("many/39.md") == "39"

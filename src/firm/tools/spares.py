@@ -54,8 +54,10 @@ class Spares:
                 break  # a file system without them, or no room: writes go the usual way
         with self._lock:
             if self._pid == os.getpid():
-                self._fds.extend(made)
-                made = []
+                # Another make may have filled the room meanwhile: MOST holds exactly.
+                room = max(0, MOST - len(self._fds))
+                self._fds.extend(made[:room])
+                del made[:room]
         _close_all(made)
 
     def take(self) -> int | None:
