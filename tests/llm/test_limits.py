@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
+from pathlib import Path
 
 from firm.api import Firm
-from firm.org import OrgChart
+from firm.org import OrgChart, parse_org
+from firm.session import Session
 from firm.tasks import Status
-from firm.testing import ModelServer, ScriptedModel, call, calls, complete, delegate
+from firm.testing import FunctionBrain, ModelServer, ScriptedModel, call, calls, complete, delegate
 from tests.support import events_of
 
 from .conftest import Runner
 
 LIST = calls(call("files_list"))
+ORG = "company: Co\nagents:\n  - {id: ceo, name: Ceo, title: Chief Executive Officer}\n"
 
 
 def test_the_iteration_cap_fails_the_task_with_a_clear_reason(
@@ -115,3 +120,28 @@ def test_a_delegation_right_after_the_budget_ran_out_is_refused(
     assert root.status == Status.FAILED
     assert len(server.requests) == 1
     assert root.usage == {"calls": 1, "prompt_tokens": 2400, "completion_tokens": 650}
+
+
+def test_a_session_cut_off_by_its_worker_stopping_keeps_the_usage_of_its_last_call(
+    tmp_path: Path,
+) -> None:
+    """Usage rides the session's next write (store/usage.py). A session whose worker stops
+    (Ctrl-C) as its model answers writes no settle: the task goes back to the queue, and the
+    tokens that answer cost are still counted on it, for its budget when it runs again."""
+    answered = threading.Event()
+
+    def ceo(session: Session) -> str | None:
+        session.record_usage(1, 300, 40)  # a reply came in: its usage is owed, not written
+        answered.set()
+        while not session.cancel_signalled():  # the worker stops meanwhile
+            time.sleep(0.01)
+        return "the answer, too late"
+
+    with Firm(tmp_path / "firm.db", brain=FunctionBrain({"ceo": ceo}), heartbeat=0.2) as firm:
+        root = firm.submit(parse_org(ORG, "org.yaml"), "Plan", workspace=tmp_path / "ws")
+        firm.engine.start()
+        assert answered.wait(30)
+        firm.engine.stop()
+        task = firm.task(root.id)
+    assert task.status == Status.TODO  # handed back, to run again
+    assert task.usage == {"calls": 1, "prompt_tokens": 300, "completion_tokens": 40}

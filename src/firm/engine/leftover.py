@@ -22,6 +22,8 @@ def leftover(
     """The entries still owed for the settle, and the settle already written, if it was."""
     pending = session.take_deferred() if session is not None else []
     settled = session.settled if session is not None else None
+    if outcome is None and settled is None and not pending:
+        _pay_usage(store, task_id)
     if (outcome is not None and settled is None) or not pending:
         return pending, settled
     # The calls did run: their entries still belong in the log — as they are after an
@@ -33,3 +35,13 @@ def leftover(
     except Exception:
         log.warning("could not log the last calls of %s's session", task_id)
     return [], settled
+
+
+def _pay_usage(store: Store, task_id: str) -> None:
+    """A session cut off with nothing left to log writes no settle: the usage of its last
+    model calls, owed to this thread's next write (store/usage.py), is written now rather
+    than by whatever session this thread runs next, or never."""
+    try:
+        store.pay_usage()
+    except Exception:
+        log.warning("could not record the last model calls' usage of %s", task_id)
