@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from firm.testing.server import MODEL_NAME, ModelServer
+from firm.testing.server import MODEL_NAME, ModelServer, brain_options
 
 API_KEY = "firm-testing"
 
@@ -129,6 +129,10 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def brain_options(self, **overrides: Any) -> dict[str, Any]:
+        """Options for brain="llm" that call this server, with quick retries."""
+        return brain_options(self.url, **overrides)
 
     def env(self) -> dict[str, str]:
         """Environment variables that point firm's LLM brain at this server."""

@@ -370,15 +370,7 @@ class ModelServer:
 
     def brain_options(self, **overrides: Any) -> dict[str, Any]:
         """Options for brain="llm" that call this server, with quick retries."""
-        options: dict[str, Any] = {
-            "model": MODEL_NAME,
-            "base_url": self.url,
-            "timeout": 10.0,
-            "backoff": 0.01,
-            "backoff_max": 0.05,
-        }
-        options.update(overrides)
-        return options
+        return brain_options(self.url, **overrides)
 
     def env(self) -> dict[str, str]:
         """Environment variables that point `firm run --brain llm` at this server."""
@@ -387,3 +379,16 @@ class ModelServer:
             "OPENAI_API_KEY": self._state.api_key or "firm-testing",
             "FIRM_MODEL": MODEL_NAME,
         }
+
+
+def brain_options(url: str, **overrides: Any) -> dict[str, Any]:
+    """Options for brain="llm" that call a scripted server at `url`, with quick retries."""
+    options: dict[str, Any] = {
+        "model": MODEL_NAME,
+        "base_url": url,
+        "timeout": 10.0,
+        "backoff": 0.01,
+        "backoff_max": 0.05,
+    }
+    options.update(overrides)
+    return options
