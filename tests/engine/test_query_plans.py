@@ -68,11 +68,11 @@ def plan(store: SqlStore, stmt: ClauseElement) -> list[str]:
         (Q.CLAIM_TOP_CAPPED, "ix_tasks_claim"),
         (Q.CLAIM_TOP_CAPPED, "ix_tasks_open"),  # the running sessions, under a cap
         (AHEAD_OF_ONE, "ix_tasks_claim"),
-        (Q.WAKE, "ix_tasks_parent_open"),
-        (Q.OPEN_CHILDREN, "ix_tasks_parent_open"),
-        (YIELD_COUNTS, "ix_tasks_parent_open"),
-        (SETTLE_ENDED_HELD, "ix_tasks_parent_open"),
-        (SETTLE_ENDED_HELD_QUEUED_AT_HEAD, "ix_tasks_parent_open"),
+        (Q.WAKE, "ix_tasks_open"),
+        (Q.OPEN_CHILDREN, "ix_tasks_open"),
+        (YIELD_COUNTS, "ix_tasks_open"),
+        (SETTLE_ENDED_HELD, "ix_tasks_open"),
+        (SETTLE_ENDED_HELD_QUEUED_AT_HEAD, "ix_tasks_open"),
         (SETTLE_ENDED_HELD_QUEUED_AT_HEAD, "ix_tasks_claim"),  # is anything queued
         (Q.OPEN_WORK, "ix_tasks_open"),
         (Q.RUNNING_COUNT, "ix_tasks_open"),

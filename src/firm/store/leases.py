@@ -183,7 +183,9 @@ class Leases(TaskTree):
             c = T.alias("c")
             idle = select(T.c.id).where(
                 schema.status_is(T.c.status, Status.WAITING),
-                ~exists().where(c.c.parent_id == T.c.id, Q.is_open(c.c.status)),
+                ~exists().where(
+                    c.c.parent_id == T.c.id, c.c.root_id == T.c.root_id, Q.is_open(c.c.status)
+                ),
                 Q.nothing_pending(T.c.id),
             )
             if tx.locking:
@@ -196,7 +198,11 @@ class Leases(TaskTree):
                     .where(
                         T.c.id.in_(idle_ids),
                         T.c.status == str(Status.WAITING),
-                        ~exists().where(c.c.parent_id == T.c.id, Q.is_open(c.c.status)),
+                        ~exists().where(
+                            c.c.parent_id == T.c.id,
+                            c.c.root_id == T.c.root_id,
+                            Q.is_open(c.c.status),
+                        ),
                         Q.nothing_pending(T.c.id),
                     )
                     .values(status=str(Status.TODO), updated_at=tx.now)

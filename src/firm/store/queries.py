@@ -51,8 +51,17 @@ PENDING_APPROVALS = (
     .select_from(A)
     .where(A.c.task_id == bindparam("id"), A.c.status == "pending")
 )
+# A task's open children, with its run: a seek on the open index (status, run, parent).
+_R = T.alias("r")
+_RUN_OF = select(_R.c.root_id).where(_R.c.id == bindparam("id"))
 OPEN_CHILDREN = (
-    select(func.count()).select_from(T).where(T.c.parent_id == bindparam("id"), is_open(T.c.status))
+    select(func.count())
+    .select_from(T)
+    .where(
+        T.c.parent_id == bindparam("id"),
+        T.c.root_id == _RUN_OF.scalar_subquery(),
+        is_open(T.c.status),
+    )
 )
 # Has the run anything a worker can still take or is running? (Not: waiting tasks, which
 # wait for those; todo tasks held by a plan, which wait for a person.) A seek on
@@ -133,7 +142,11 @@ def _wake():  # type: ignore[no-untyped-def]
         .where(
             T.c.id == bindparam("p_parent"),
             T.c.status == str(Status.WAITING),
-            ~exists().where(c.c.parent_id == bindparam("p_parent"), is_open(c.c.status)),
+            ~exists().where(
+                c.c.parent_id == bindparam("p_parent"),
+                c.c.root_id == T.c.root_id,  # the open index's (status, run, parent)
+                is_open(c.c.status),
+            ),
             nothing_pending(bindparam("p_parent")),
         )
         .values(status=str(Status.TODO), updated_at=bindparam("p_now"))
@@ -152,13 +165,14 @@ def _wake_due():  # type: ignore[no-untyped-def]
     one statement less. Spelled in SQL: SQLAlchemy's SQLite compiler drops the table names
     in a RETURNING clause, which the correlation to the changed row needs."""
     t, a = T.name, A.name
-    # the open-children index's own predicate (schema.is_open): an IN list walks every sibling
+    # the open index's own predicate (schema.is_open) and the run, a sibling's: a seek on
+    # (status, run, parent); an IN list walks every sibling
     open_ = " OR ".join(f"wc.status = '{v}'" for v in sorted(OPEN_VALUES))
     return literal_column(
         f"EXISTS (SELECT 1 FROM {t} AS wp WHERE wp.id = {t}.parent_id"
         f" AND wp.status = '{Status.WAITING}'"
         f" AND NOT EXISTS (SELECT 1 FROM {t} AS wc WHERE wc.parent_id = {t}.parent_id"
-        f" AND ({open_}) AND wc.id != {t}.id)"
+        f" AND wc.root_id = {t}.root_id AND ({open_}) AND wc.id != {t}.id)"
         f" AND NOT EXISTS (SELECT 1 FROM {a} WHERE {a}.task_id = {t}.parent_id"
         f" AND {a}.status = 'pending'))"
     ).label("wake_due")

@@ -20,6 +20,9 @@ Versions:
      them; lookups by parent or run have plain indexes (a task's parent and run never
      change); cancelled_by_seq loses its index (a cancel's tasks are found down its subtree).
      Revision 0007: the index on held_by_plan holds only the tasks that name a plan (partial).
+     Revision 0008: one index of open tasks, (status, root_id, parent_id), serves both what
+     asks by run and what asks by parent (the open-children index is gone): a task's life,
+     and a cancel, change one index entry less per task.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from firm.tasks import OPEN, Status
 SCHEMA_VERSION = 2
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 
 metadata = MetaData()
 
@@ -140,12 +143,14 @@ def claimable(t: FromClause) -> ColumnElement[bool]:
 # a store, are in none of them. Each is a seek for what asks about open work:
 # - the claim order exactly (priority high first, then oldest): the next tasks to claim are
 #   the first entries, not the result of sorting every todo task on each claim;
-# - a task's open children (the wake rule at every settle: a manager may have thousands of
-#   reports, and finished ones are not walked over);
-#   by parent, then status: with the status a column too, SQLite's planner prefers it to the
-#   plain index on parent_id on its merits, not by which of the two was made last;
-# - open tasks by status, then run: "has the run open work", the running count under the
-#   store's cap, leases and recovery.
+# - open tasks by status, run and parent: "has the run open work", the running count under
+#   the store's cap, leases and recovery (by status, then run), and a task's open children
+#   (the wake rule at every settle: a manager may have thousands of reports, and finished ones
+#   are not walked over), asked with the parent's run beside its id — a child is in its
+#   parent's run — so the open statuses, the run and the parent are one seek each. One index
+#   for both, not one by parent and one by run: every task enters and leaves it once, and a
+#   cancel deletes one entry less per task (callgrind, 10,001 tasks: SQLite's UPDATE 254 →
+#   231 M instructions).
 _OPEN = is_open(tasks.c.status)
 Index(
     "ix_tasks_claim",
@@ -155,8 +160,7 @@ Index(
     tasks.c.id,
     info={"where": claimable(tasks)},
 )
-Index("ix_tasks_parent_open", tasks.c.parent_id, tasks.c.status, info={"where": _OPEN})
-Index("ix_tasks_open", tasks.c.status, tasks.c.root_id, info={"where": _OPEN})
+Index("ix_tasks_open", tasks.c.status, tasks.c.root_id, tasks.c.parent_id, info={"where": _OPEN})
 # A plan's held tasks: the few that name one (NULL on every other task, which nothing asks
 # for by this index); `held_by_plan = :plan` implies the predicate on both backends.
 Index(
