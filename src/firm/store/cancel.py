@@ -6,17 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    ColumnClause,
     ColumnElement,
     bindparam,
     case,
+    column,
     false,
     func,
     literal_column,
-    null,
     select,
+    text,
     true,
-    union_all,
     update,
 )
 
@@ -28,7 +27,7 @@ from firm.store.approvals import APPROVED, PENDING
 from firm.store.latecheckpoint import big_write
 from firm.store.plans import Plans
 from firm.store.prepared import run
-from firm.store.queries import OPEN_VALUES, is_open
+from firm.store.queries import OPEN_VALUES
 from firm.store.retry import retrying
 from firm.store.transaction import Tx
 from firm.tasks import Status
@@ -53,15 +52,15 @@ def _seq_of_next(tx: Tx, later: int = 0) -> ColumnElement[Any]:
     return head.scalar_subquery() + (tx.ahead + len(tx.pending) + 1 + later)
 
 
-def _top(join_strings: str, parent_id: str) -> ColumnClause[str]:
-    """What a cancel's top row brings besides its id, in the text `_top_of` reads: what
+def _top_sql(join_strings: str, parent_id: str) -> str:
+    """What a cancel's top row brings besides its id, as one text `_top_of` reads: what
     would otherwise be statements of their own, as one text (each column more would cost
     every row a comparison; callgrind: ~5% of the cancel for three): the tasks of the calls
     and questions open in the whole store (the few there are, by an index on status), the
     top's parent (`parent_id`, SQL), and whether that parent waits (only then can the wake
     rule fire), joined by '|'. Spelled out, tables named: SQLAlchemy writes SQLite's
     RETURNING without them."""
-    return literal_column(
+    return (
         f"(SELECT coalesce({join_strings}(a.task_id, ' '), '') FROM approvals AS a"
         f" WHERE a.status IN ('{PENDING}', '{APPROVED}'))"
         f" || '|' || coalesce({parent_id}, '') || '|' || CASE WHEN EXISTS"
@@ -72,97 +71,78 @@ def _top(join_strings: str, parent_id: str) -> ColumnClause[str]:
 
 
 def _top_only(join_strings: str) -> ColumnElement[Any]:
-    """`_top` on the cancel's top row, NULL on every other row it ends."""
-    return case((T.c.id == bindparam("p_id"), _top(join_strings, "tasks.parent_id")))
+    """`_top_sql` on the cancel's top row, NULL on every other row it ends."""
+    top: ColumnElement[str] = literal_column(_top_sql(join_strings, "tasks.parent_id"))
+    return case((T.c.id == bindparam("p_id"), top))
 
 
+# The statements of SQLite's cancel are written as SQL, not built: SQLAlchemy's compiling of
+# them cost each process's first cancel ~4 ms of CPU (a `firm cancel` pays it every time),
+# and they are SQLite's own (rowid, json_each, group_concat). Their statuses come from the
+# same constants as the open index's predicate (schema.is_open), which a run's side must
+# repeat in the index's own terms for SQLite to use it.
+_OPEN_LIST = ", ".join(f"'{s}'" for s in sorted(OPEN_VALUES))
+_IS_OPEN = " OR ".join(f"tasks.status = '{s}'" for s in sorted(OPEN_VALUES))
+
+# The open subtree a cancel ends, on SQLite, as one row: how many, their rowids as a JSON
+# array (what `CANCEL_ROWS` is handed, as it is), their ids joined by spaces, and what the top
+# row adds (`_top_sql`; NULL on every other row, so `max` keeps it).
+#
 # The task's open subtree, whatever the task. A run's root: its subtree is its run (a task's
 # root_id is its run's, and only a root's id is a root_id), so its open tasks are a seek on
-# the open index, (status, run), with no walk (the walk starts only from a task that has a
-# parent). Any other task: the walk down its subtree, which reads every row it passes and
-# so brings what the cancel needs of them. The two sides never share a row; each finds
-# nothing for the other for the price of one seek.
-_ROW: ColumnClause[int] = literal_column("tasks.rowid")
-_OPEN_LITERALS: list[ColumnClause[str]] = [
-    literal_column(f"'{s}'") for s in sorted(OPEN_VALUES)
-]  # a fixed SQL text
-
-
-def _walk():  # type: ignore[no-untyped-def]
-    """The subtree below a task that has a parent: each row's rowid, id and status, and the
-    top's parent (NULL below it). Every child is followed, ended or not: a task that ended
-    may still have open subtasks (a manager may complete, or fail, with reports still at
-    work), and those are cancelled too."""
-    top = select(_ROW.label("rid"), T.c.id, T.c.status, T.c.parent_id).where(
-        T.c.id == bindparam("p_id"), T.c.parent_id.is_not(None)
-    )
-    tree = top.cte("subtree", recursive=True)
-    child = T.alias("child")
-    return tree.union_all(
-        select(literal_column("child.rowid"), child.c.id, child.c.status, null()).where(
-            child.c.parent_id == tree.c.id
-        )
-    )
-
-
-def _sqlite_cancel():  # type: ignore[no-untyped-def]
-    """The open subtree a cancel ends, on SQLite, built once (store/prepared.py runs it on the
-    driver), as one row: how many, their rowids as a JSON array (what `CANCEL_ROWS` is handed,
-    as it is), their ids joined by spaces, and what the top row adds (`_top`; NULL on every
-    other row, so `max` keeps it).
-
-    A SELECT, and the UPDATE by rowid after it (`CANCEL_ROWS`), not one UPDATE … RETURNING:
-    SQLite runs RETURNING as a trigger program per row and keeps the rows in a table of its
-    own until the UPDATE ends; a SELECT hands them over as it reads them. Callgrind, 10,001
-    tasks: 322 → 270 M instructions of SQLite's for a goal, 428 → 360 M below one (the walk
-    runs once, in the SELECT). The write transaction holds the whole file, so nothing can
-    change between the two.
-
-    One row, not one per task: each row fetched costs the driver a step with the interpreter
-    lock let go and taken back, and a tuple, an int and a str in Python; the aggregates cost
-    SQLite a fraction of that (callgrind, 10,001 tasks, the first cancel of a process: a goal
-    371 → 333 M instructions, below one 465 → 422 M; what is left is ~90% SQLite's, most of
-    it the UPDATE deleting each row's entries from the three open indexes).
-
-    The two sides are a UNION ALL, not an OR over the table: the walk's rows are given as the
-    walk read them, not looked up again by rowid (below a goal 379 → 364 M)."""
-    tree = _walk()
-    run = (T.c.root_id == bindparam("p_id")) & T.c.status.in_(_OPEN_LITERALS) & is_open(T.c.status)
-    top = _top("group_concat", "subtree.parent_id")
-    below = select(tree.c.rid, tree.c.id, case((tree.c.parent_id.is_not(None), top))).where(
-        tree.c.status.in_(_OPEN_LITERALS)
-    )
-    ends = select(_ROW.label("rid"), T.c.id, _top_only("group_concat").label("top"))
-    found = union_all(ends.where(run), below).subquery("found")
-    return select(
-        func.count(),
-        literal_column("'[' || group_concat(found.rid) || ']'"),
-        func.group_concat(found.c.id, literal_column("' '")),
-        func.max(found.c.top),
-    )
-
-
-CANCEL = _sqlite_cancel()
+# the open index, (status, run, parent), with no walk (the walk starts only from a task that
+# has a parent). Any other task: the walk down its subtree, which reads every row it passes
+# and so brings each row's rowid, id and status, and the top's parent (NULL below it). Every
+# child is followed, ended or not: a task that ended may still have open subtasks (a manager
+# may complete, or fail, with reports still at work), and those are cancelled too. The two
+# sides never share a row; each finds nothing for the other for the price of one seek.
+#
+# A SELECT, and the UPDATE by rowid after it (`CANCEL_ROWS`), not one UPDATE … RETURNING:
+# SQLite runs RETURNING as a trigger program per row and keeps the rows in a table of its
+# own until the UPDATE ends; a SELECT hands them over as it reads them. Callgrind, 10,001
+# tasks: 322 → 270 M instructions of SQLite's for a goal, 428 → 360 M below one (the walk
+# runs once, in the SELECT). The write transaction holds the whole file, so nothing can
+# change between the two.
+#
+# One row, not one per task: each row fetched costs the driver a step with the interpreter
+# lock let go and taken back, and a tuple, an int and a str in Python; the aggregates cost
+# SQLite a fraction of that (callgrind, 10,001 tasks, the first cancel of a process: a goal
+# 371 → 333 M instructions, below one 465 → 422 M; what is left is ~90% SQLite's, most of
+# it the UPDATE deleting each row's entries from the open indexes).
+#
+# The two sides are a UNION ALL, not an OR over the table: the walk's rows are given as the
+# walk read them, not looked up again by rowid (below a goal 379 → 364 M).
+CANCEL = text(
+    "WITH RECURSIVE subtree(rid, id, status, parent_id) AS ("
+    " SELECT tasks.rowid, tasks.id, tasks.status, tasks.parent_id FROM tasks"
+    " WHERE tasks.id = :p_id AND tasks.parent_id IS NOT NULL"
+    " UNION ALL"
+    " SELECT child.rowid, child.id, child.status, NULL FROM tasks AS child, subtree"
+    " WHERE child.parent_id = subtree.id)"
+    " SELECT count(*), '[' || group_concat(found.rid) || ']', group_concat(found.id, ' '),"
+    " max(found.top) FROM ("
+    " SELECT tasks.rowid AS rid, tasks.id AS id,"
+    f" CASE WHEN tasks.id = :p_id THEN {_top_sql('group_concat', 'tasks.parent_id')} END AS top"
+    f" FROM tasks WHERE tasks.root_id = :p_id AND tasks.status IN ({_OPEN_LIST})"
+    f" AND ({_IS_OPEN})"
+    " UNION ALL"
+    " SELECT subtree.rid, subtree.id, CASE WHEN subtree.parent_id IS NOT NULL"
+    f" THEN {_top_sql('group_concat', 'subtree.parent_id')} END"
+    f" FROM subtree WHERE subtree.status IN ({_OPEN_LIST})) AS found"
+).columns(column("n"), column("rowids"), column("ids"), column("top"))
 # The rows the SELECT found, by rowid (a JSON array: one prebuilt statement for any count).
 # Their seq is the head's plus `p_offset` (the entries ahead of this one): the write
 # transaction holds the whole file, so the head read here is the one the entry follows.
-_ROWIDS = func.json_each(bindparam("p_rows")).table_valued("value")
-CANCEL_ROWS = (
-    update(T)
-    .where(_ROW.in_(select(_ROWIDS.c.value)))
-    .values(
-        status=str(Status.CANCELLED),
-        error=bindparam("p_reason"),
-        finished_at=bindparam("p_now"),
-        updated_at=bindparam("p_now"),
-        lease_expires_at=None,
-        cancelled_by_seq=select(HEAD.c.seq).where(HEAD.c.id == 1).scalar_subquery()
-        + bindparam("p_offset"),
-    )
+_BY_ROWID = "tasks.rowid IN (SELECT value FROM json_each(:p_rows))"
+CANCEL_ROWS = text(
+    f"UPDATE tasks SET status = '{Status.CANCELLED}', error = :p_reason,"
+    " finished_at = :p_now, updated_at = :p_now, lease_expires_at = NULL,"
+    " cancelled_by_seq = (SELECT chain_head.seq FROM chain_head WHERE chain_head.id = 1)"
+    f" + :p_offset WHERE {_BY_ROWID}"
 )
 # Their ids, for ids with a space in them, which the text CANCEL joins cannot tell apart
 # (firm's never have one; a caller may choose a root's).
-CANCEL_IDS = select(T.c.id).where(_ROW.in_(select(_ROWIDS.c.value)))
+CANCEL_IDS = text(f"SELECT tasks.id FROM tasks WHERE {_BY_ROWID}").columns(column("id"))
 
 
 class Cancellation(Plans):
