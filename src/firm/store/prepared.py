@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Connection
+from sqlalchemy.event.attr import _EmptyListener, _JoinedListener, _ListenerCollection
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -357,22 +358,29 @@ def end(conn: Connection, commit: bool) -> None:
     """Commit (or roll back) the transaction begin_immediate opened."""
     global _writing
     writing, _writing = _writing, None
-    if writing is not None and writing[0] is conn:
-        writing[2].close()
-    if conn.in_transaction():  # SQLAlchemy began too: let it end its transaction and ours
-        if commit:
-            conn.commit()
-        else:
-            conn.rollback()
-        return
-    driver = sqlite_driver(conn)  # the same sqlite3 connection (see _cursor)
+    cursor = writing[2] if writing is not None and writing[0] is conn else None
     try:
-        if commit:
-            driver.commit()
-        else:
-            driver.rollback()
-    except sqlite3.Error as exc:
-        raise _wrapped(exc, "COMMIT" if commit else "ROLLBACK", (), conn) from exc
+        if conn.in_transaction():  # SQLAlchemy began too: let it end its transaction and ours
+            if commit:
+                conn.commit()
+            else:
+                conn.rollback()
+            return
+        try:
+            if commit and cursor is not None:
+                # On the transaction's cursor, whose connection keeps the statement prepared:
+                # the driver's commit() prepares a COMMIT anew each time (Python 3.11), which
+                # is most of the "statement compilations" a profile of the engine counts.
+                cursor.execute("COMMIT")
+            elif commit:
+                sqlite_driver(conn).commit()
+            else:
+                sqlite_driver(conn).rollback()
+        except sqlite3.Error as exc:
+            raise _wrapped(exc, "COMMIT" if commit else "ROLLBACK", (), conn) from exc
+    finally:
+        if cursor is not None:
+            cursor.close()
 
 
 Listener = Callable[..., None]
@@ -411,12 +419,31 @@ def _one(listeners: Any) -> Listener | None:
     test's pause): SQLAlchemy's dispatch calls it through a frame that walks the engine's and
     the connection's lists, as much again as the listener. None where it has none; the
     dispatch itself where it has several, which calls them in their order."""
-    fns = [*listeners.parent_listeners, *listeners.listeners]
+    fns = _flat(listeners)
     if not fns:
         return None
     if len(fns) == 1:
         return cast(Listener, fns[0])
     return cast(Listener, listeners)
+
+
+def _flat(listeners: Any) -> list[Listener]:
+    """The functions an event's listener collection calls, in its order. The store's engine
+    always has listeners (connect, begin), so every transaction (and every read outside one)
+    looks here: iterating SQLAlchemy's collections runs their Python __iter__ and __len__ at
+    each level (a connection's joined to its engine's), about a third of a BEGIN's cost; their
+    lists are read here directly, as those methods read them. Any other kind is iterated."""
+    kind = type(listeners)
+    if kind is _JoinedListener:  # the connection's own, then its engine's (`listeners`)
+        return [
+            *_flat(listeners.local),
+            *_flat(getattr(listeners.parent_dispatch, listeners.name)),
+        ]
+    if kind is _ListenerCollection:
+        return [*listeners.parent_listeners, *listeners.listeners]
+    if kind is _EmptyListener:
+        return [*listeners.parent_listeners]
+    return list(listeners)
 
 
 def _cursor(conn: Connection) -> sqlite3.Cursor:
