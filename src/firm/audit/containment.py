@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from firm.audit.bundle import Entry, Node, path_up
-from firm.audit.report import FAIL, PASS, Check, more
+from firm.audit.report import Check, verdict
 from firm.audit.writeahead import LIFECYCLE, check_write_ahead
 from firm.authority import grants as g
 from firm.authority.check import EXEMPT_FROM_EXPIRY
@@ -59,11 +59,9 @@ def containment(
             problems.append(f"entry {e.seq} ({e.data.get('tool')} by {tid}): {problem}")
     recorded = check_write_ahead(entries, tree)
     problems.extend(recorded.problems)
-    if problems:
-        return Check("containment", FAIL, "; ".join(problems[:5]) + more(problems))
-    return Check(
+    return verdict(
         "containment",
-        PASS,
+        problems,
         f"{allowed} allowed call(s), each within its node's grant, before any revocation "
         f"or expiry; {denied} denial(s) logged; {recorded.summary()}",
     )

@@ -8,7 +8,7 @@ direct report), and siblings' budgets add up to no more than their delegator's.
 from __future__ import annotations
 
 from firm.audit.bundle import Node
-from firm.audit.report import FAIL, PASS, Check, more
+from firm.audit.report import Check, verdict
 from firm.authority import grants as g
 from firm.org import OrgChart
 
@@ -56,11 +56,9 @@ def monotonicity(nodes: dict[str, Node], relevant: list[str], org: OrgChart | No
                 f"{tid}'s subtasks hold {carved} budget tokens, more than its "
                 f"{n.grant.budget_tokens}"
             )
-    if problems:
-        return Check("monotonicity", FAIL, "; ".join(problems[:5]) + more(problems))
-    return Check(
+    return verdict(
         "monotonicity",
-        PASS,
+        problems,
         f"{delegations} delegation(s), each within its delegator's grant "
         "(scopes, ceilings, expiry, budget) and the assignee's own authority",
     )

@@ -49,5 +49,12 @@ class Report:
         return next(c for c in self.checks if c.name == name)
 
 
-def more(problems: list[str]) -> str:
+def verdict(name: str, problems: list[str], passed: str) -> Check:
+    """FAIL with the first five problems (and how many more), or PASS saying what held."""
+    if problems:
+        return Check(name, FAIL, "; ".join(problems[:5]) + _more(problems))
+    return Check(name, PASS, passed)
+
+
+def _more(problems: list[str]) -> str:
     return f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""

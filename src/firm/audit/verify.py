@@ -29,7 +29,7 @@ from firm.audit.containment import containment
 from firm.audit.integrity import integrity as check_integrity
 from firm.audit.monotonicity import monotonicity
 from firm.audit.plans import plan_problems
-from firm.audit.report import FAIL, PASS, SKIP, Check, Report, more
+from firm.audit.report import FAIL, SKIP, Check, Report, verdict
 from firm.events import ENDINGS
 from firm.org import OrgChart
 
@@ -41,12 +41,10 @@ def _approvals(
     problems, good = approval_problems(entries, tree, assignees, org)
     held, started = plan_problems(entries, tree, org)  # approved delegations
     problems += held
-    if problems:
-        return Check("approvals", FAIL, "; ".join(problems[:5]) + more(problems))
     plans = f"; {started} subtask(s) of gated managers started after their plan's approval"
-    return Check(
+    return verdict(
         "approvals",
-        PASS,
+        problems,
         f"{good} approval-gated call(s) ran, each once, after a person approved exactly its "
         "arguments before any timeout" + (plans if started else ""),
     )
