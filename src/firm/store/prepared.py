@@ -25,7 +25,7 @@ from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Connection
-from sqlalchemy.event.attr import _EmptyListener, _JoinedListener, _ListenerCollection
+from sqlalchemy.event import attr as event_attr
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -427,6 +427,13 @@ def _one(listeners: Any) -> Listener | None:
     return cast(Listener, listeners)
 
 
+# SQLAlchemy's private listener collections, looked up rather than imported: should a release
+# rename one, _flat iterates that kind as SQLAlchemy does instead of the store failing to load.
+_JOINED = getattr(event_attr, "_JoinedListener", None)
+_COLLECTION = getattr(event_attr, "_ListenerCollection", None)
+_EMPTY = getattr(event_attr, "_EmptyListener", None)
+
+
 def _flat(listeners: Any) -> list[Listener]:
     """The functions an event's listener collection calls, in its order. The store's engine
     always has listeners (connect, begin), so every transaction (and every read outside one)
@@ -434,14 +441,14 @@ def _flat(listeners: Any) -> list[Listener]:
     each level (a connection's joined to its engine's), about a third of a BEGIN's cost; their
     lists are read here directly, as those methods read them. Any other kind is iterated."""
     kind = type(listeners)
-    if kind is _JoinedListener:  # the connection's own, then its engine's (`listeners`)
+    if kind is _JOINED:  # the connection's own, then its engine's (`listeners`)
         return [
             *_flat(listeners.local),
             *_flat(getattr(listeners.parent_dispatch, listeners.name)),
         ]
-    if kind is _ListenerCollection:
+    if kind is _COLLECTION:
         return [*listeners.parent_listeners, *listeners.listeners]
-    if kind is _EmptyListener:
+    if kind is _EMPTY:
         return [*listeners.parent_listeners]
     return list(listeners)
 
