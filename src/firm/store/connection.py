@@ -374,22 +374,6 @@ class SqlBase:
                 self._generation += 1
                 self._changed.notify_all()
 
-    def owe_usage(
-        self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
-    ) -> None:
-        """Usage written by this thread's next write, in its transaction (store/usage.py)."""
-        self._usage.add(task_id, calls, prompt_tokens, completion_tokens)
-
-    def owed_tokens(self, task_id: str) -> int:
-        """The task's tokens this thread has recorded and not written yet."""
-        return self._usage.tokens(task_id)
-
-    def pay_usage(self) -> None:
-        """Write this thread's owed usage now, if it owes any."""
-        if self._usage.owed:
-            with self._write():
-                pass
-
     def _select(self, stmt: ClauseElement, params: Params | None = None) -> Rows:
         """Run one prebuilt SELECT and return its rows.
 

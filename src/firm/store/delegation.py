@@ -68,6 +68,24 @@ BY_DEDUPE_KEYS_JSON = select(T).where(T.c.dedupe_key.in_(select(_KEYS.c.value)))
 # A model call's usage, built once: each session records one per call, and a statement built
 # per call was compiled again for every store a process opened (the compiled cache is per engine).
 class Delegation(TaskTree):
+    # --- a model call's usage, riding this thread's next write (store/usage.py) -----------
+
+    def owe_usage(
+        self, task_id: str, calls: int, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Usage written by this thread's next write, in its transaction."""
+        self._usage.add(task_id, calls, prompt_tokens, completion_tokens)
+
+    def owed_tokens(self, task_id: str) -> int:
+        """The task's tokens this thread has recorded and not written yet."""
+        return self._usage.tokens(task_id)
+
+    def pay_usage(self) -> None:
+        """Write this thread's owed usage now, if it owes any."""
+        if self._usage.owed:
+            with self._write():
+                pass
+
     def delegate(
         self,
         parent_id: str,
