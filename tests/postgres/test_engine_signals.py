@@ -62,15 +62,21 @@ def test_a_session_that_lost_its_lease_stops_and_leaves_the_task_to_its_new_work
     engine, root_id = _long_session(store, tmp_path, lease=3.0)
     try:
         other = open_any()
-        with other.engine.begin() as conn:  # the lease runs out, as if the worker had hung
-            conn.execute(
+        # The lease ran out, as if the worker had hung, and another worker took the task over.
+        # One statement, so the engine cannot claim the task back in between: a requeue (its
+        # NOTIFY wakes the engine at once) followed by a separate claim left it that window.
+        with other.engine.begin() as conn:
+            taken = conn.execute(
                 update(schema.tasks)
                 .where(schema.tasks.c.id == root_id)
-                .values(lease_expires_at=0.0)
-            )
-        assert other.recover(lambda w: None)["requeued"] == [root_id]
-        (taken,) = other.claim("the-new-worker", 1, 600)
-        assert taken.id == root_id and taken.attempts == 2
+                .values(
+                    worker_id="the-new-worker",
+                    attempts=schema.tasks.c.attempts + 1,
+                    lease_expires_at=time.time() + 600,
+                )
+                .returning(schema.tasks.c.attempts)
+            ).scalar_one()
+        assert taken == 2
         _wait_for(lambda: engine.running == [], "the cut-off session stopped")
         task = other.get_task(root_id)
         assert task.status == Status.IN_PROGRESS and task.worker_id == "the-new-worker"
