@@ -16,6 +16,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Sequence
 from functools import cache, lru_cache
+from typing import Final
 
 MAX_CHAR = 0x10FFFF
 
@@ -23,7 +24,7 @@ MAX_CHAR = 0x10FFFF
 Ranges = tuple[tuple[int, int], ...]
 Token = Ranges | None  # None is `*`
 Glob = tuple[Token, ...]
-STAR: Token = None
+STAR: Final = None
 ANY: Ranges = ((0, MAX_CHAR),)
 
 

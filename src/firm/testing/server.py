@@ -314,8 +314,7 @@ class ModelServer:
     @property
     def url(self) -> str:
         """The base URL to give a client: http://127.0.0.1:PORT/v1."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def start(self) -> ModelServer:
         if self._thread is None:

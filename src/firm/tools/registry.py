@@ -280,11 +280,8 @@ def tool(
     """
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        fn.__firm_tool__ = make_tool(
-            name,
-            fn,
-            description=description,  # type: ignore[attr-defined]
-            limits=limits,
+        fn.__firm_tool__ = make_tool(  # type: ignore[attr-defined]
+            name, fn, description=description, limits=limits
         )
         return fn
 
