@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from firm.errors import FirmError
 from firm.org import LLMConfig
 from firm.teams.errors import TeamError
-from firm.teams.members import DONE, Agent, Task
+from firm.teams.members import DONE, Agent, Task, default_manager
 from firm.teams.spec import (
     COORDINATOR,
     TASK_ID,
@@ -31,11 +31,6 @@ if TYPE_CHECKING:
 
 PROCESSES = ("sequential", "hierarchical")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-DEFAULT_MANAGER = {
-    "name": "Manager",
-    "role": "Team manager",
-    "goal": "Get every task of the team done well, choosing who does what and in what order.",
-}
 
 
 def task_id(task: Task, index: int) -> str:
@@ -57,7 +52,7 @@ def build_spec(team: Team, inputs: dict[str, Any] | None = None) -> TeamSpec:
     ids = {id(a): m.id for a, m in zip(team.agents, members, strict=True)}
     manager = None
     if team.process == "hierarchical":
-        agent = team.manager or Agent(**DEFAULT_MANAGER)
+        agent = team.manager or default_manager()
         manager = _member(agent, "manager", fill, tool_modules)
         if team.manager_llm is not None:
             manager = manager.model_copy(

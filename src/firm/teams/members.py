@@ -98,8 +98,10 @@ class Task:
         return f"Task(name={self.name!r}, status={self.status!r})"
 
 
-DEFAULT_MANAGER = {
-    "name": "Manager",
-    "role": "Team manager",
-    "goal": "Get every task of the team done well, choosing who does what and in what order.",
-}
+def default_manager() -> Agent:
+    """The manager a hierarchical team gets when it names none."""
+    return Agent(
+        name="Manager",
+        role="Team manager",
+        goal="Get every task of the team done well, choosing who does what and in what order.",
+    )
