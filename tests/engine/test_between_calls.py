@@ -147,10 +147,17 @@ def test_a_worker_killed_after_a_body_before_its_result_was_logged(
         root = firm.submit(company.org_path, "Pull the list", workspace=company.folder / "ws").id
     worker = subprocess.Popen([sys.executable, "-c", WORKER, store_url, str(marker)], cwd=tmp_path)
     try:
+        # The kill waits for the body and for the CEO's session to have ended (waiting for
+        # its report): the two sessions run side by side, and on a loaded machine the body
+        # could run before the CEO's settle was written. Killed before it, the CEO's turn
+        # was re-run, said "merged" and ended the run before the killed call was answered.
         deadline = time.monotonic() + SUBPROCESS_GUARD
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert marker.exists()
+        with Firm(store_url) as watch:
+            while time.monotonic() < deadline and not (
+                marker.exists() and watch.task(root).status == Status.WAITING
+            ):
+                time.sleep(0.05)
+            assert marker.exists() and watch.task(root).status == Status.WAITING
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(10)
     finally:
