@@ -5,6 +5,7 @@ both backends, and what another writer changed before it is what the check sees.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from firm.audit.verify import verify_bundle
 from firm.events import EventKind
 from firm.session import Session
 from firm.store import SqlStore
+from firm.tasks import Status
 from tests.authority.scripted import ScriptedBrain, write_company
 
 ORG = """\
@@ -66,6 +68,14 @@ def _run(
     paused, go_on = threading.Event(), threading.Event()
 
     def script(session: Session) -> None:
+        # The CEO's session ends (waiting for this report) before the first call: its settle
+        # writes its own entries, and landing between this session's writes it would stand
+        # where a test below asserts nothing came between (it did so on a loaded machine).
+        deadline = time.monotonic() + 30
+        assert session.task.parent_id is not None
+        while session.store.get_task(session.task.parent_id).status != Status.WAITING:
+            assert time.monotonic() < deadline, "the CEO's session never ended"
+            time.sleep(0.01)
         session.call("crm.query", {"segment": "smb", "rows": 5})
         paused.set()
         assert go_on.wait(30)
