@@ -8,16 +8,16 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 from firm.events import transition_problems
-from firm.store import SqlStore, open_store
+from firm.store import open_store
 from firm.tasks import Status
 from tests.support import SUBPROCESS_GUARD, firm_cli
 from tests.support.brains import two_levels
-from tests.support.watch import wait_in_store
 
 ORG = two_levels("Crashy", 3, 3, ceo="Ava")
 
@@ -34,14 +34,26 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     )
 
 
-def first_kill_after_delegation(db: Path) -> None:
-    """Wait until some manager is in the first turn of its session and has delegated."""
+def first_kill_after_delegation(proc: subprocess.Popen[str]) -> None:
+    """Wait until some manager has delegated and is still in its turn (lingering), then kill.
 
-    def delegated(store: SqlStore) -> bool:
-        busy = [t for t in store.list_tasks(status="in_progress") if t.turn == 0]
-        return any(store.children(t.id) for t in busy)
+    The run's own event lines say so the moment the delegation commits, and a blocked read
+    of a pipe needs no CPU to notice. Watching the store for it instead (open it, then a
+    query every 10 ms) took CPU the test's process did not get on a loaded machine (load
+    13-20, a tenth of a core each): the managers' lingering, 0.4 s of wall time, could all
+    pass unseen, and the test then waited for a delegation that was never coming."""
+    delegated = threading.Event()
 
-    wait_in_store(db, delegated, "no manager ever delegated")
+    def read() -> None:  # reads to the end, so the pipe never fills and stalls the run
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if " delegated " in line:
+                delegated.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert delegated.wait(SUBPROCESS_GUARD), (
+        f"no manager ever delegated (the run exited {proc.poll()})"
+    )
 
 
 def test_killed_runs_resume_to_the_same_tree_with_nothing_lost_or_done_twice(
@@ -58,7 +70,7 @@ def test_killed_runs_resume_to_the_same_tree_with_nothing_lost_or_done_twice(
     proc = start(["run", "company.yaml", "Ship the product", *common], tmp_path)
     # The first kill lands on purpose inside a manager's turn, after it has delegated; the
     # others at random points.
-    first_kill_after_delegation(tmp_path / "state" / "firm.db")
+    first_kill_after_delegation(proc)
     while True:
         if kills:
             time.sleep(rng.uniform(0.5, 1.5))
