@@ -167,13 +167,16 @@ class SimulationBrain:
     def run(self, session: Session) -> str | None:
         task = session.task
         delegating = task.turn == 0 and bool(session.reports) and not self._should_fail(session)
+        # Whether it may write is known before its model is asked, as a model is offered its
+        # tools with the question: not worked out among the acts after the reply.
+        may_write = _may_write(session)
         # The turn's latency is spent writing: the thought a delegating manager logs, or a
         # line about the work, streams to a watched desk word by word, as a model's would.
         if self.latency > 0:
             # The model answers `latency` after it is asked, whatever the session does
             # meanwhile: a manager makes its team's folder while it waits (_make_folder).
             answer_at = time.monotonic() + self.latency
-            if delegating:
+            if delegating and may_write:
                 self._make_folder(session)
             pieces = self._plan(session) if delegating else self._working(session)
             self._write(session, pieces, answer_at)
@@ -185,9 +188,9 @@ class SimulationBrain:
                 session.call("fail_task", {"reason": reason})
                 return None
             if session.reports:
-                return self._delegate(session)
-            return self._deliver(session)
-        return self._merge(session)
+                return self._delegate(session, may_write)
+            return self._deliver(session, may_write)
+        return self._merge(session, may_write)
 
     def _write(self, session: Session, pieces: list[str], answer_at: float) -> None:
         # The first piece names the goal, so even the first words on a desk say what they
@@ -211,7 +214,7 @@ class SimulationBrain:
         area = work_area(session.agent).lower()
         return [f"Working out the {area} for '{goal}',", "first", "things", "first."]
 
-    def _delegate(self, session: Session) -> None:
+    def _delegate(self, session: Session, may_write: bool) -> None:
         task, me = session.task, session.agent
         goal = goal_of(task.title)
         reports = session.reports
@@ -244,7 +247,7 @@ class SimulationBrain:
                     return None
             if not self.linger:
                 reply.end_turn()
-        if not self.latency:
+        if may_write and not self.latency:
             self._make_folder(session)  # no model time to make it in: while the reports work
         if self.linger:
             session.sleep(self.linger)
@@ -259,15 +262,13 @@ class SimulationBrain:
         made after its delegations held up the report its thread runs next by 10-40 ms
         (benchmarks/makespan.py). An empty folder is all a failure here leaves, and the
         writes make what they need as before."""
-        if not _may_write(session):
-            return
         me, org = session.agent, session.org
         # Reports that deliver write here; reports that delegate write to their own folder.
         files = 1 + sum(1 for r in session.reports if not org.reports(r.id))
         with contextlib.suppress(WorkspaceError, OSError):
             session.workspace.make_folder(me.id, files=files)
 
-    def _deliver(self, session: Session) -> None:
+    def _deliver(self, session: Session, may_write: bool) -> None:
         task, me = session.task, session.agent
         area = work_area(me)
         goal = goal_of(task.title)
@@ -293,7 +294,7 @@ class SimulationBrain:
                 "",
             ]
         )
-        if not _may_write(session):
+        if not may_write:
             # The grant leaves out files.write: deliver the result as text, as a model would.
             session.sleep(self.linger)
             result = f"{area} for '{goal}' (no file: this task may not write files)."
@@ -310,7 +311,7 @@ class SimulationBrain:
         )
         return None
 
-    def _merge(self, session: Session) -> None:
+    def _merge(self, session: Session, may_write: bool) -> None:
         task, me = session.task, session.agent
         subtasks = session.subtasks
         done = [t for t in subtasks if t.status == Status.DONE]
@@ -330,7 +331,7 @@ class SimulationBrain:
             else:
                 lines += [f"Not delivered: {t.error}", ""]
         files = [f for t in done for f in t.files]
-        if _may_write(session):
+        if may_write:
             session.call("files.write", {"path": path, "content": "\n".join(lines)})
             files.insert(0, path)
         summary = [f"{area} for '{goal}': merged {len(done)} deliverable(s)."]

@@ -258,6 +258,11 @@ class Workspace:
             if not self._inside(target, path):
                 raise WorkspaceError(f"{path!r} leaves the workspace")
         self._spares.make(target, files)
+        if files > 0:
+            # The first new file's write counts the workspace's files (a walk of it, under
+            # the count's lock): counted now, ahead of the writes these files are made for.
+            with self._count_lock:
+                self._count_files()
 
     def _plain(self, path: str) -> tuple[str, os.stat_result | None, int] | None:
         """The common case, in strings and one lstat a level: a path under the root with no
@@ -412,14 +417,19 @@ class Workspace:
 
     def _reserve_file(self, path: str) -> None:
         with self._count_lock:
-            if self._file_count is None:
-                self._file_count = sum(len(f) for _, _, f in os.walk(self.root))
-            if self._file_count >= self.limits.max_files:
+            count = self._count_files()
+            if count >= self.limits.max_files:
                 raise WorkspaceError(
-                    f"the workspace holds {self._file_count} files, the limit; "
-                    f"cannot create {path!r}"
+                    f"the workspace holds {count} files, the limit; cannot create {path!r}"
                 )
-            self._file_count += 1
+            self._file_count = count + 1
+
+    def _count_files(self) -> int:
+        """The workspace's files, counted at the first need (the count's lock held); each new
+        file adds one after that."""
+        if self._file_count is None:
+            self._file_count = sum(len(f) for _, _, f in os.walk(self.root))
+        return self._file_count
 
     def _release_file(self) -> None:
         with self._count_lock:
