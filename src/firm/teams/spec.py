@@ -20,11 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from firm.events import EventKind
 from firm.org import LLMConfig, OrgChart, parse_org
@@ -86,6 +87,9 @@ class TeamSpec(_Frozen):
     tool_modules: list[str] = Field(default_factory=list)
     language: str | None = None
     carried: dict[str, str] = Field(default_factory=dict)  # task id -> output of an earlier start
+    # The chart's text, made once (~0.7 ms): a start checks it as it builds the spec, then
+    # submits the run with it. The spec is frozen, so the text stands.
+    _chart_text: str | None = PrivateAttr(default=None)
 
     # --- questions ---------------------------------------------------------------------------
 
@@ -139,7 +143,18 @@ class TeamSpec(_Frozen):
     def org_chart(self) -> OrgChart:
         return _parsed(self.org_yaml(), f"<team {self.name}>")
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copy = super().model_copy(update=update, deep=deep)
+        if update:  # another team: its chart is made anew
+            copy._chart_text = None
+        return copy
+
     def org_yaml(self) -> str:
+        if self._chart_text is None:
+            self._chart_text = self._make_org_yaml()
+        return self._chart_text
+
+    def _make_org_yaml(self) -> str:
         grant = self.team_grant()
         agents: list[dict[str, Any]] = []
         boss = COORDINATOR
