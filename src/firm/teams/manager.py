@@ -84,26 +84,56 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
                 break
             assert verdict.task_id is not None and verdict.agent_id is not None
             task = spec.task(verdict.task_id)
-            result = session.call(
-                "delegate_task",
-                {
-                    "assignee": verdict.agent_id,
-                    "title": worker_title(task),
-                    "description": worker_description(spec, task, state),
-                },
+            following = number is None or number < spec.max_iter
+            fresh = None
+            if task.async_execution and following and not _after(spec, state, task.id):
+                # Likely the last choice: looked at again as the run stands now (a task
+                # that ended during the model call may have made another choosable).
+                fresh = read(spec, session.subtree(session.task.root_id), reviews)
+            last = (
+                not task.async_execution
+                or not following
+                or (fresh is not None and not _after(spec, fresh, task.id))
             )
+            with session.batch_delegations() as batch:
+                result = session.call(
+                    "delegate_task",
+                    {
+                        "assignee": verdict.agent_id,
+                        "title": worker_title(task),
+                        "description": worker_description(spec, task, state),
+                    },
+                )
+                if result.ok and last:
+                    # Nothing more to choose before a task lands: the turn ends with this
+                    # delegation, in its transaction (firm/turnend.py), and the session
+                    # reads and writes nothing more beside the report it starts.
+                    batch.end_turn()
             if not result.ok:
                 why = f"could not hand {task.id} to {verdict.agent_name}: {result.content}"
                 session.give_up(why)
                 return
-            if not task.async_execution:
-                break  # the manager waits for this one
+            if session.ended:
+                return
+            if last:
+                break  # the manager waits for what it started
             first = False
             number = None if number is None else number + 1
             state = read(spec, session.subtree(session.task.root_id), reviews)
     finally:
         client.close()
     _end_session(session, spec, final)
+
+
+def _after(spec: TeamSpec, state: TeamState, task_id: str) -> list[str]:
+    """What could be chosen next in `state` once task `task_id` runs."""
+    chosen = state.tasks[task_id]
+    was = chosen.status
+    chosen.status = "running"
+    try:
+        return state.choosable(spec)
+    finally:
+        chosen.status = was
 
 
 def _ask(
