@@ -126,8 +126,11 @@ class Firm:
         language: str | None = None,
         grant: GrantRequest | dict[str, Any] | None = None,
         org_yaml: str | None = None,
+        start: bool = False,
     ) -> Task:
-        """Create the root task for a goal. Nothing runs until run_until/run_until_idle.
+        """Create the root task for a goal. Nothing runs until run_until/run_until_idle —
+        or, with start=True, at once: the engine starts first, and the run's own commit
+        claims its root for it (engine/submitted.py), with no claim round after it.
 
         The one way work is submitted: the CLI, the office and teams all come through here.
         `brain` is a declared brain's name (firm.brains) and `brain_options` the options
@@ -142,6 +145,8 @@ class Firm:
             org_yaml = path.read_text(encoding="utf-8")
         if self._max_concurrent is None and self._engine is None:
             self._max_concurrent = org.max_concurrent
+        if start:
+            self.engine.start()
         return self.engine.submit(
             org,
             goal,

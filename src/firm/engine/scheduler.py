@@ -182,7 +182,12 @@ class Engine:
             # for its own claim (engine/submitted.py), not held by a round in flight.
             try:
                 self._nudge.clear()  # what nudged before this round, it sees
-                free, claimed = self._claim()
+                if self.store.created and not self.roots.queued:
+                    # A store this process just made, nothing submitted to it yet: nothing
+                    # to claim (a root submitted from now on is claimed in its own commit).
+                    free, claimed = self.max_concurrent, 0
+                else:
+                    free, claimed = self._claim()
                 now = bool(claimed and claimed < free and not self._settle_looks)
             except Exception:
                 log.exception("scheduler: store error; retrying")

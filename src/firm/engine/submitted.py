@@ -39,6 +39,7 @@ class RootStarts:
         self.companies = companies
         self.engine_started = started
         self.started = 0  # tasks started this way, with no claim round of the scheduler's
+        self.queued = 0  # roots stored unclaimed, left to a claim round
 
     def __call__(self, new: NewRun) -> Task:
         task_id = new_task_id()
@@ -80,5 +81,6 @@ class RootStarts:
         return root
 
     def _queued(self, root: Task) -> Task:
+        self.queued += 1
         self.claims.nudge.set()
         return root

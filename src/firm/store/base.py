@@ -105,6 +105,7 @@ PendingEvents = Sequence[tuple[str, str | None, str | None, dict[str, Any]]]
 class Store(Protocol):
     url: str
     dialect: str  # "sqlite" or "postgresql"
+    created: bool  # a file made by this open: it holds only what this process put there
 
     # lifecycle
     def close(self) -> None: ...

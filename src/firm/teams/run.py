@@ -42,9 +42,12 @@ def submit(
     *,
     workspace: str | Path | None = None,
     llm: dict[str, Any] | None = None,
+    start: bool = False,
 ) -> Task:
-    """Create the team's run: its root task, assigned to the coordinator. Nothing runs yet.
-    A missing model or key is reported here, before anything is created."""
+    """Create the team's run: its root task, assigned to the coordinator. Nothing runs yet
+    — with start=True, the firm's engine starts and the run's commit starts its first
+    session (Firm.submit). A missing model or key is reported here, before anything is
+    created."""
     descriptions = "\n".join(t.description for t in spec.tasks)
     title = f"Team {spec.name}: {len(spec.tasks)} task(s), {spec.process}"
     goal = title + "\n\n" + "\n".join(f"- {t.id}: {t.description.strip()}" for t in spec.tasks)
@@ -56,6 +59,7 @@ def submit(
         brain_options={"team": spec.model_dump(mode="json"), "llm": llm_options(llm)},
         workspace=workspace,
         language=spec.language or detect_language(descriptions),
+        start=start,
     )
 
 

@@ -160,11 +160,16 @@ class Team:
                     )
                 self.run_id = finished
                 return self._finish(collect(firm, finished), return_dict)
-            if root_id is None:
-                root_id = submit(firm, spec, workspace=self.workspace, llm=self.llm_options).id
-            self.run_id = root_id
             unsubscribe = firm.store.subscribe(event_printer(spec)) if self.verbose else None
             try:
+                if root_id is None:
+                    # Started at once: the run's commit claims its root (no claim round on
+                    # the way to its first session).
+                    root = submit(
+                        firm, spec, workspace=self.workspace, llm=self.llm_options, start=True
+                    )
+                    root_id = root.id
+                self.run_id = root_id
                 firm.run_until(root_id)
                 while await_answers(firm, root_id):  # human_input: a person reviews an output
                     firm.run_until(root_id)
