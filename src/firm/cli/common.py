@@ -98,16 +98,10 @@ def watch(firm: Firm, root_ids: list[str], *, json_mode: bool) -> list[Task]:
     """
     interactive = console.is_terminal and not json_mode
     unsubscribe = None
+    lines: EventLines | None = None
     if not interactive and not json_mode:
-
-        def log(events: list[Event]) -> None:
-            lines = [line for line in map(event_line, events) if line]
-            if lines:
-                with OUTPUT_LOCK:
-                    console.file.write("".join(f"{line}\n" for line in lines))
-                    console.file.flush()
-
-        unsubscribe = firm.store.subscribe(log)
+        lines = EventLines(firm.store.last_seq())
+        unsubscribe = firm.store.subscribe(lines.print)
     try:
         with _SignalAsInterrupt():
             firm.engine.start()
@@ -130,10 +124,53 @@ def watch(firm: Firm, root_ids: list[str], *, json_mode: bool) -> list[Task]:
                             break
                         time.sleep(0.25)
                 return [firm.run_until(r) for r in root_ids]
-            return [firm.run_until(r) for r in root_ids]
+            roots = [firm.run_until(r) for r in root_ids]
+            if lines is not None:
+                lines.catch_up(firm)
+            return roots
     finally:
         if unsubscribe:
             unsubscribe()
+
+
+class EventLines:
+    """The line each lifecycle entry this process commits prints, once, as it commits.
+
+    A commit's lines are printed by the thread that made it, after the commit: the engine
+    hears of the run's end in the same round of listeners, and a reader can see it as soon
+    as it is committed, so the run's last lines could still be on their way while the
+    report was printed (on a loaded machine they came after it). `catch_up` prints what was
+    committed after the last line printed, from the store, before the report; a line on its
+    way then finds itself printed."""
+
+    def __init__(self, after: int):
+        self._after = after  # every entry up to here is printed, or was there before
+        self._printed: set[int] = set()  # printed entries past _after
+        self._last = after  # the newest entry printed
+
+    def print(self, events: list[Event]) -> None:
+        with OUTPUT_LOCK:
+            fresh = [e for e in events if e.seq > self._after and e.seq not in self._printed]
+            if not fresh:
+                return
+            self._printed.update(e.seq for e in fresh)
+            self._last = max(self._last, fresh[-1].seq)
+            # Kept small: only entries past a gap (another process's, on PostgreSQL) stay.
+            while self._after + 1 in self._printed:
+                self._after += 1
+                self._printed.discard(self._after)
+            out = [line for line in map(event_line, fresh) if line]
+            if out:
+                console.file.write("".join(f"{line}\n" for line in out))
+                console.file.flush()
+
+    def catch_up(self, firm: Firm) -> None:
+        with OUTPUT_LOCK:
+            while page := firm.store.events_after(self._last, 1000):
+                self.print(page)
+                self._last = max(self._last, page[-1].seq)
+                if len(page) < 1000:
+                    return
 
 
 def report(firm: Firm, root: Task) -> None:
