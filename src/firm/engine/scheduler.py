@@ -202,6 +202,11 @@ class Engine:
         self._nudge.set()
         with self._running_lock:
             running = dict(self._running)
+            # A session whose outcome is being written (a run's last, whose checkpoint its
+            # thread still signs) is the settle's to end: handing it back would be a write
+            # that finds nothing to hand back, on the way out of Team.start(). Should that
+            # settle fail, recovery re-runs the task, as for any failed settle.
+            settling = set(self._settling)
         for ev in running.values():
             ev.set()
         if self._thread is not None:
@@ -209,9 +214,8 @@ class Engine:
         self._pool.shutdown()
         with self._running_lock:
             leftover = list(self._running)
-        self.store.release(
-            self.worker_id, list(running) + leftover, reason="its worker stopped; it will be re-run"
-        )
+        handed = [t for t in dict.fromkeys([*running, *leftover]) if t not in settling]
+        self.store.release(self.worker_id, handed, reason="its worker stopped; it will be re-run")
         worker_stopped(self.worker_id)
         self.checkpoints.close()
         self.companies.close()

@@ -177,8 +177,11 @@ class Team:
                 if unsubscribe is not None:
                     unsubscribe()
             cancel_leftovers(firm, root_id)
-            firm.stop()  # the store's close starts beside the reads of the outcome
+            # Read beside the run's last write (its end's checkpoint, on the session's thread),
+            # which stopping the engine waits for; the store's close then starts (off this
+            # thread: _opened).
             outcome = collect(firm, root_id)
+            firm.stop()
         return self._finish(outcome, return_dict)
 
     async def astart(
