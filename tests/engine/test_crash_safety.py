@@ -84,7 +84,7 @@ def test_killed_runs_resume_to_the_same_tree_with_nothing_lost_or_done_twice(
         proc = start(["resume", "--db", "state/firm.db"], tmp_path)
     assert kills >= 3, "the run finished before it could be interrupted; slow it down"
 
-    final = firm_cli("resume", "--db", "state/firm.db", "--json", cwd=tmp_path, timeout=120)
+    final = firm_cli("resume", "--db", "state/firm.db", "--json", cwd=tmp_path)
     assert final.returncode == 0, final.stderr
     summaries = json.loads(final.stdout)  # a list: [] when nothing was left to resume
     assert isinstance(summaries, list) and all(s["status"] == "done" for s in summaries)
@@ -154,6 +154,6 @@ def test_ctrl_c_exits_130_and_leaves_everything_resumable(tmp_path: Path) -> Non
     assert "firm resume" in err
     assert store.list_tasks(status="in_progress") == []  # sessions were handed back
     store.close()
-    resumed = firm_cli("resume", "--db", "s.db", cwd=tmp_path, timeout=120)
+    resumed = firm_cli("resume", "--db", "s.db", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "✔ " in resumed.stdout or "done" in resumed.stdout

@@ -270,7 +270,7 @@ def test_a_kill_right_after_submit_loses_nothing(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    final = firm_cli("resume", "--db", str(db), "--json", cwd=tmp_path, timeout=120)
+    final = firm_cli("resume", "--db", str(db), "--json", cwd=tmp_path)
     assert final.returncode == 0, final.stderr
     store = open_store(db)
     try:

@@ -230,7 +230,7 @@ def test_a_kill_after_the_commit_then_resume_does_nothing_twice(tmp_path: Path) 
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    final = firm_cli("resume", "--db", "state/firm.db", "--json", cwd=tmp_path, timeout=120)
+    final = firm_cli("resume", "--db", "state/firm.db", "--json", cwd=tmp_path)
     assert final.returncode == 0, final.stderr
     store = open_store(tmp_path / "state" / "firm.db")
     try:

@@ -16,7 +16,7 @@ SUBPROCESS_GUARD = 180.0
 def firm_cli(
     *args: str,
     cwd: Path,
-    timeout: float = 120,
+    timeout: float = SUBPROCESS_GUARD,
     env: dict[str, str] | None = None,
     check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
