@@ -3,6 +3,7 @@ entry for it (firm/endings.py): the rows it ended are stamped with that entry's 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import (
@@ -84,65 +85,94 @@ def _top_only(join_strings: str) -> ColumnElement[Any]:
 _OPEN_LIST = ", ".join(f"'{s}'" for s in sorted(OPEN_VALUES))
 _IS_OPEN = " OR ".join(f"tasks.status = '{s}'" for s in sorted(OPEN_VALUES))
 
-# The open subtree a cancel ends, on SQLite, as one row: how many, their rowids as a JSON
-# array (what `CANCEL_ROWS` is handed, as it is), their ids joined by spaces, and what the top
-# row adds (`_top_sql`; NULL on every other row, so `max` keeps it).
+# The open subtree a cancel ends, on SQLite: its first row the count, rowids and ids of the
+# open tasks of the run the task is the root of (none for any other task) and what the task
+# brings when it is open itself (`_top_sql`); then one row per level of the walk below any
+# other task (none for a root), which `_found` joins to the first.
 #
-# The task's open subtree, whatever the task. A run's root: its subtree is its run (a task's
-# root_id is its run's, and only a root's id is a root_id), so its open tasks are a seek on
-# the open index, (status, run, parent), with no walk (the walk starts only from a task that
-# has a parent). Any other task: the walk down its subtree, which reads every row it passes
-# and so brings each row's rowid, id and status, and the top's parent (NULL below it). Every
-# child is followed, ended or not: a task that ended may still have open subtasks (a manager
-# may complete, or fail, with reports still at work), and those are cancelled too. The two
-# sides never share a row; each finds nothing for the other for the price of one seek.
+# A run's root: its subtree is its run (a task's root_id is its run's, and only a root's id
+# is a root_id), so its open tasks are a seek on the open index, (status, run, parent), with
+# no walk (the walk starts only from a task that has a parent). Any other task: the walk down
+# its subtree. Every child is followed, ended or not: a task that ended may still have open
+# subtasks (a manager may complete, or fail, with reports still at work), and those are
+# cancelled too. The two sides never share a row; each finds nothing for the other for the
+# price of one seek.
 #
-# A SELECT, and the UPDATE by rowid after it (`CANCEL_ROWS`), not one UPDATE … RETURNING:
-# SQLite runs RETURNING as a trigger program per row and keeps the rows in a table of its
-# own until the UPDATE ends; a SELECT hands them over as it reads them. Callgrind, 10,001
-# tasks: 322 → 270 M instructions of SQLite's for a goal, 428 → 360 M below one (the walk
-# runs once, in the SELECT). The write transaction holds the whole file, so nothing can
-# change between the two.
+# The walk goes a level at a time, not a task at a time: each level is one row, the ids of
+# all its tasks as a JSON array (whose children the next level looks up, json_each feeding
+# the parent index), then, after a char(1) each (JSON escapes it, and a count or a rowid has
+# none), how many of them are open, their rowids and their ids (last, so any id reads back as
+# it is). A task at a time, SQLite keeps every row of the walk in a queue table of its own
+# and copies each column through two co-routines; a level at a time, 10,001 tasks below a
+# goal cost the SELECT 124 → 85 M instructions (callgrind), and a goal's own side, now one
+# aggregate with its top row's extras read once instead of tested on every row, 34 → 22 M.
 #
-# One row, not one per task: each row fetched costs the driver a step with the interpreter
+# A SELECT, and the UPDATE by rowid after it (`CANCEL_ROWS`, `CANCEL_RANGE`), not one
+# UPDATE … RETURNING: SQLite runs RETURNING as a trigger program per row and keeps the rows
+# in a table of its own until the UPDATE ends; a SELECT hands them over as it reads them.
+# The write transaction holds the whole file, so nothing can change between the two.
+#
+# A few rows, not one per task: each row fetched costs the driver a step with the interpreter
 # lock let go and taken back, and a tuple, an int and a str in Python; the aggregates cost
-# SQLite a fraction of that (callgrind, 10,001 tasks, the first cancel of a process: a goal
-# 371 → 333 M instructions, below one 465 → 422 M; what is left is ~90% SQLite's, most of
-# it the UPDATE deleting each row's entries from the open indexes).
-#
-# The two sides are a UNION ALL, not an OR over the table: the walk's rows are given as the
-# walk read them, not looked up again by rowid (below a goal 379 → 364 M).
+# SQLite a fraction of that.
+_WALK_OPEN = f"c.status IN ({_OPEN_LIST})"
 CANCEL = text(
-    "WITH RECURSIVE subtree(rid, id, status, parent_id) AS ("
-    " SELECT tasks.rowid, tasks.id, tasks.status, tasks.parent_id FROM tasks"
-    " WHERE tasks.id = :p_id AND tasks.parent_id IS NOT NULL"
+    "WITH RECURSIVE level(s) AS ("
+    " SELECT json_array(tasks.id) || char(1) || (tasks.status IN"
+    f" ({_OPEN_LIST})) || char(1) || CASE WHEN tasks.status IN ({_OPEN_LIST})"
+    " THEN tasks.rowid || char(1) || tasks.id ELSE char(1) END"
+    " FROM tasks WHERE tasks.id = :p_id AND tasks.parent_id IS NOT NULL"
     " UNION ALL"
-    " SELECT child.rowid, child.id, child.status, NULL FROM tasks AS child, subtree"
-    " WHERE child.parent_id = subtree.id)"
-    " SELECT count(*), '[' || group_concat(found.rid) || ']', group_concat(found.id, ' '),"
-    " max(found.top) FROM ("
-    " SELECT tasks.rowid AS rid, tasks.id AS id,"
-    f" CASE WHEN tasks.id = :p_id THEN {_top_sql('group_concat', 'tasks.parent_id')} END AS top"
+    " SELECT (SELECT json_group_array(c.id) || char(1)"
+    f" || count(CASE WHEN {_WALK_OPEN} THEN 1 END) || char(1)"
+    f" || coalesce(group_concat(CASE WHEN {_WALK_OPEN} THEN c.rowid END), '') || char(1)"
+    f" || coalesce(group_concat(CASE WHEN {_WALK_OPEN} THEN c.id END, ' '), '')"
+    " FROM json_each(substr(level.s, 1, instr(level.s, char(1)) - 1)) AS p, tasks AS c"
+    " WHERE c.parent_id = p.value)"
+    " FROM level WHERE substr(level.s, 1, 3) <> '[]' || char(1))"
+    " SELECT count(*), group_concat(tasks.rowid), group_concat(tasks.id, ' '),"
+    f" (SELECT {_top_sql('group_concat', 'top.parent_id')} FROM tasks AS top"
+    f" WHERE top.id = :p_id AND ({_IS_OPEN.replace('tasks.', 'top.')}))"
     f" FROM tasks WHERE tasks.root_id = :p_id AND tasks.status IN ({_OPEN_LIST})"
     f" AND ({_IS_OPEN})"
-    " UNION ALL"
-    " SELECT subtree.rid, subtree.id, CASE WHEN subtree.parent_id IS NOT NULL"
-    f" THEN {_top_sql('group_concat', 'subtree.parent_id')} END"
-    f" FROM subtree WHERE subtree.status IN ({_OPEN_LIST})) AS found"
+    " UNION ALL SELECT NULL, NULL, NULL, level.s FROM level"
 ).columns(column("n"), column("rowids"), column("ids"), column("top"))
 # The rows the SELECT found, by rowid (a JSON array: one prebuilt statement for any count).
 # Their seq is the head's plus `p_offset` (the entries ahead of this one): the write
 # transaction holds the whole file, so the head read here is the one the entry follows.
-_BY_ROWID = "tasks.rowid IN (SELECT value FROM json_each(:p_rows))"
-CANCEL_ROWS = text(
+_SET = (
     f"UPDATE tasks SET status = '{Status.CANCELLED}', error = :p_reason,"
     " finished_at = :p_now, updated_at = :p_now, lease_expires_at = NULL,"
     " cancelled_by_seq = (SELECT chain_head.seq FROM chain_head WHERE chain_head.id = 1)"
-    f" + :p_offset WHERE {_BY_ROWID}"
+    " + :p_offset WHERE "
 )
+_BY_ROWID = "tasks.rowid IN (SELECT value FROM json_each(:p_rows))"
+CANCEL_ROWS = text(_SET + _BY_ROWID)
+# The same when the rowids found are one run of consecutive ones (n of them from lo to
+# lo + n - 1: every rowid between is one found), as a subtree's are when none of it has
+# ended yet and no other task was added between its delegations (each adds its tasks in one
+# statement; the benchmark's subtrees): a range of the table, where the list costs SQLite a
+# sorted table of its own, built row by row, and a lookup of each (callgrind, 10,001 tasks:
+# the UPDATE 230 → 200 M instructions; reading the list in Python to tell costs ~10 M).
+CANCEL_RANGE = text(_SET + "tasks.rowid BETWEEN :p_lo AND :p_hi")
 # Their ids, for ids with a space in them, which the text CANCEL joins cannot tell apart
 # (firm's never have one; a caller may choose a root's).
 CANCEL_IDS = text(f"SELECT tasks.id FROM tasks WHERE {_BY_ROWID}").columns(column("id"))
+
+
+def _found(rows: list[Any]) -> tuple[int, str, str, str | None]:
+    """CANCEL's rows as one: how many, their rowids (a JSON array), their ids joined by
+    spaces, and what the top row brought (None when the task itself was not open)."""
+    first, *levels = rows
+    n, top = first[0], first[3]
+    rowids, ids = ([first[1]], [first[2]]) if n else ([], [])
+    for _, _, _, level in levels:
+        _, count, level_rowids, level_ids = level.split("\x01", 3)
+        if count != "0":
+            n += int(count)
+            rowids.append(level_rowids)
+            ids.append(level_ids)
+    return n, "[" + ",".join(rowids) + "]", " ".join(ids), top
 
 
 class Cancellation(Plans):
@@ -182,7 +212,7 @@ class Cancellation(Plans):
                 top = _top_of(extra)
             else:
                 # SQLite's write transaction holds the whole file: nothing to lock first.
-                n, rowids, joined, extra = run(tx.conn, CANCEL, {"p_id": task_id}).one()
+                n, rowids, joined, extra = _found(run(tx.conn, CANCEL, {"p_id": task_id}).all())
                 parent_id = None
                 cancelled, top = [], None
                 if n:
@@ -198,7 +228,10 @@ class Cancellation(Plans):
                         "p_now": tx.now,
                         "p_offset": tx.ahead + len(tx.pending) + 1,
                     }
-                    run(tx.conn, CANCEL_ROWS, args)
+                    found = json.loads(rowids)
+                    lo, hi = min(found), max(found)
+                    args["p_lo"], args["p_hi"] = lo, hi
+                    run(tx.conn, CANCEL_RANGE if hi - lo + 1 == n else CANCEL_ROWS, args)
             if top is None:
                 # The task itself was not open (or is not there): what its row would have
                 # brought is read apart.
