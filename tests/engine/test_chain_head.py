@@ -1,5 +1,5 @@
-"""The chain stays whole when several stores write one database: each store moves the head from
-where it last left it, and when someone else moved it meanwhile, it builds on the head it reads."""
+"""The chain stays whole when several stores write one database: each store appends from where
+it last left the head, and when someone else moved it meanwhile, it builds on the head it reads."""
 
 from __future__ import annotations
 
@@ -91,7 +91,10 @@ def test_a_write_paused_after_moving_the_head_holds_back_another_stores_write(
     inside = threading.Event()
 
     def pause_after_head(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        if statement.lstrip().upper().startswith("UPDATE CHAIN_HEAD") and not inside.is_set():
+        # The head row's move on PostgreSQL; on SQLite, where the head is the last entry, the
+        # entries' insert.
+        moved = statement.lstrip().upper().startswith(("UPDATE CHAIN_HEAD", "INSERT INTO EVENTS"))
+        if moved and not inside.is_set():
             inside.set()
             assert held.wait(10)
 
@@ -134,4 +137,26 @@ def test_processes_writing_one_sqlite_file_keep_one_chain(tmp_path: Path) -> Non
     assert [w.wait(90) for w in writers] == [0, 0]
     stored = assert_whole(store)
     assert len(stored) == 1 + mine + 2 * (20 * (1 + 2 + 3))
+    store.close()
+
+
+def test_sqlite_refuses_an_entry_that_does_not_continue_the_log(tmp_path: Path) -> None:
+    """On SQLite the head is the last entry: a commit that built its entries on a head that is
+    not the last entry (a seq already taken, a gap, another hash) adds none of them."""
+    from sqlalchemy.exc import IntegrityError
+
+    from firm.store.transaction import LINKED_INSERT
+
+    store = open_store(tmp_path / "firm.db")
+    first, second = store.append_events(thought("one") + thought("two"))
+
+    def entry(seq: int, prev: str) -> tuple[Any, ...]:  # a commit's first entry
+        return (seq, 1.0, "thought", None, "ceo", '{"text":"x"}', prev, "f" * 64, prev)
+
+    for refused in (entry(2, first.hash), entry(4, second.hash), entry(3, first.hash)):
+        with store.engine.begin() as conn, pytest.raises(IntegrityError):
+            conn.exec_driver_sql(LINKED_INSERT, refused)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(LINKED_INSERT, entry(3, second.hash))
+    assert [e.seq for e in store.events_after(0)] == [1, 2, 3]
     store.close()

@@ -110,7 +110,8 @@ def test_events_of_kinds_this_version_does_not_know_still_load(store: SqlStore) 
         conn.execute(
             E.insert().values(**row, data=canonical_json(data), prev_hash=prev.hash, hash=h)
         )
-        conn.execute(Q.MOVE_HEAD, {"p_seq": seq, "p_hash": h})
+        if store.dialect != "sqlite":  # on SQLite the head is the last entry
+            conn.execute(Q.MOVE_HEAD, {"p_seq": seq, "p_hash": h})
     (old,) = [e for e in store.events_after(0) if e.kind == "retired_kind"]
     assert old.data == data
     (new,) = store.append_events([(EventKind.THOUGHT, task.id, "ceo", {"text": "after"})])

@@ -24,7 +24,7 @@ from firm.store import schema
 
 SCRIPTS = Path(__file__).parent / "migrations"
 _LOCK_KEY = 0x6669726D  # "firm": the advisory lock that serializes upgrades on PostgreSQL
-GENESIS = "0" * 64  # the chain head of an empty log
+GENESIS = schema.GENESIS
 
 # Alembic's own bookkeeping table, exactly as Alembic creates it.
 _alembic_version = Table(
@@ -66,10 +66,15 @@ def _empty(conn: Connection) -> bool:
 
 def create_at_head(conn: Connection) -> None:
     """Create the current schema in an empty database and stamp it with the head revision."""
-    schema.metadata.create_all(conn)
+    if conn.dialect.name == "sqlite":  # the head is a view of the log's last entry
+        tables = [t for t in schema.metadata.sorted_tables if t is not schema.chain_head]
+        schema.metadata.create_all(conn, tables=tables)
+        conn.execute(text(schema.SQLITE_CHAIN_HEAD_VIEW))
+    else:
+        schema.metadata.create_all(conn)
+        conn.execute(schema.chain_head.insert().values(id=1, seq=0, hash=GENESIS))
     _alembic_version.create(conn)
     conn.execute(_alembic_version.insert().values(version_num=schema.HEAD_REVISION))
-    conn.execute(schema.chain_head.insert().values(id=1, seq=0, hash=GENESIS))
     conn.execute(
         schema.meta.insert().values(key="schema_version", value=str(schema.SCHEMA_VERSION))
     )

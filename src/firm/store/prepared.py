@@ -303,6 +303,32 @@ def insert_values(
     run_many(conn, stmt, [dict(zip(columns, row, strict=True)) for row in rows])
 
 
+def insert_linked(conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> bool:
+    """SQLite: an executemany of a fixed SQL text with positional rows, each of which the
+    database may refuse by a constraint (a NOT NULL, the primary key): True if every row was
+    added, False if the first was refused and so none was. A refusal after some rows were
+    added raises (the caller's transaction is then rolled back)."""
+    writing = _writing
+    if writing is not None and writing[0] is conn:
+        cursor, kept = writing[2], True
+    else:
+        cursor, kept = _cursor(conn), False
+    driver = cursor.connection
+    before = driver.total_changes
+    try:
+        _execute(conn, cursor, sql, rows, many=True)
+        return True
+    except sqlite3.IntegrityError as exc:
+        if driver.total_changes != before:
+            raise _wrapped(exc, sql, rows, conn) from exc
+        return False
+    except sqlite3.Error as exc:
+        raise _wrapped(exc, sql, rows, conn) from exc
+    finally:
+        if not kept:
+            cursor.close()
+
+
 def _execute(conn: Connection, cursor: Any, sql: str, args: Any, many: bool = False) -> None:
     """The statement on the driver's cursor, between the listeners SQLAlchemy would call."""
     before, after = _listeners(conn)

@@ -23,6 +23,10 @@ Versions:
      Revision 0008: one index of open tasks, (status, root_id, parent_id), serves both what
      asks by run and what asks by parent (the open-children index is gone): a task's life,
      and a cancel, change one index entry less per task.
+     Revision 0009: on SQLite the chain head is no longer a row every commit rewrites but a
+     view of the log's last entry (one writer at a time holds the file, so the last entry is
+     the head); a firm from before refuses to write such a store (it cannot update a view).
+     PostgreSQL keeps its head row, whose lock orders concurrent commits.
 """
 
 from __future__ import annotations
@@ -49,12 +53,13 @@ from sqlalchemy.sql.compiler import DDLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
+from firm.chain import GENESIS
 from firm.tasks import OPEN, Status
 
 SCHEMA_VERSION = 2
 # The Alembic revision (store/migrations/versions) these tables correspond to. A migration that
 # changes them bumps both this and, if what is persisted changes meaning, SCHEMA_VERSION.
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 
 metadata = MetaData()
 
@@ -201,12 +206,24 @@ events = Table(
     Index("ix_events_task_kind", "task_id", "kind"),
 )
 
+# The head of the chain: the last entry's seq and hash (0 and GENESIS before the first). A row
+# on PostgreSQL, moved by every commit under its lock (which orders commits). On SQLite a view
+# of the last entry (revision 0009): the write transaction holds the whole file, so the last
+# entry is the head, and a commit writes its entries only (store/transaction.py). Reads of
+# the head are the same statements on both.
 chain_head = Table(
     "chain_head",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("seq", Integer, nullable=False),
     Column("hash", String(64), nullable=False),
+)
+SQLITE_CHAIN_HEAD_VIEW = (
+    "CREATE VIEW chain_head (id, seq, hash) AS SELECT 1,"
+    " coalesce((SELECT max(events.seq) FROM events), 0),"
+    " coalesce((SELECT events.hash FROM events"
+    " WHERE events.seq = (SELECT max(events.seq) FROM events)),"
+    f" '{GENESIS}')"
 )
 
 meta = Table(
