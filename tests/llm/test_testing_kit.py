@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,7 +142,12 @@ def test_server_in_its_own_process(tmp_path: Path) -> None:
         finally:
             client.close()
         assert reply.choices[0].message.content == "Hello, w1"
-        assert server.requests() == [{"seq": 1, "agent": "w1", "status": 200, "completed": True}]
+        # The server's handler marks the request completed once it has written the whole
+        # reply, which the client may already have read: wait for it, as a user would.
+        deadline = time.monotonic() + 30
+        while not (seen := server.requests())[0]["completed"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen == [{"seq": 1, "agent": "w1", "status": 200, "completed": True}]
         assert server.request_count() == 1
 
 

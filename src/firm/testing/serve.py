@@ -101,7 +101,9 @@ class ServerProcess:
         return self._child.stdout
 
     def requests(self) -> list[dict[str, Any]]:
-        """The requests the server has received so far: seq, agent, status, completed."""
+        """The requests the server has received so far: seq, agent, status, completed (true
+        once the server has written the whole reply, which can be just after the client
+        has read it)."""
         assert self._child is not None and self._child.stdin is not None
         self._child.stdin.write("requests\n")
         self._child.stdin.flush()
