@@ -148,7 +148,8 @@ class SessionLoop:
             prompt_chars = _chars(messages) + tools_chars
             cap = self._completion_cap(prompt_chars)
             if isinstance(cap, str):
-                return self._give_up(cap)
+                self._give_up(cap)
+                return None
             if cap is not None:
                 request[cfg.max_tokens_param] = cap
             reply = self._call({**request, "messages": messages}, prompt_chars)
@@ -199,11 +200,12 @@ class SessionLoop:
                 "ending the turn with the subtasks already delegated."
             )
             return None
-        return self._give_up(
+        self._give_up(
             f"{s.agent_id} reached its limit of {cfg.max_iterations} model calls in one "
             "session without finishing the task (raise llm.max_iterations in the org chart "
             "or --max-iterations, or narrow the task)"
         )
+        return None
 
     def _not_offered(self, name: str, tools: list[ToolDef]) -> ToolResult:
         """A call to a tool this loop does not offer (a lifecycle tool the caller handles

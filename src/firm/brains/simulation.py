@@ -188,9 +188,12 @@ class SimulationBrain:
                 session.call("fail_task", {"reason": reason})
                 return None
             if session.reports:
-                return self._delegate(session, may_write)
-            return self._deliver(session, may_write)
-        return self._merge(session, may_write)
+                self._delegate(session, may_write)
+            else:
+                self._deliver(session, may_write)
+            return None
+        self._merge(session, may_write)
+        return None
 
     def _write(self, session: Session, pieces: list[str], answer_at: float) -> None:
         # The first piece names the goal, so even the first words on a desk say what they

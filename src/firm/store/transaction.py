@@ -46,6 +46,7 @@ class Tx:
     def emit(
         self, kind: EventKind, task: Task | str | None, agent: str | None = None, **data: Any
     ) -> None:
+        task_id: str | None
         if isinstance(task, Task):
             task_id, agent = task.id, agent or task.assignee
         else:
@@ -329,7 +330,7 @@ class DbClock:
             # conversion rounding to digits runs (as much as the rest of this call).
             return time.time_ns() // 1000 / 1e6
         if time.monotonic() - self.measured_at > self.refresh_every:
-            server = conn.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar()
+            server = conn.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar_one()
             self.offset = float(server) - time.time()
             self.measured_at = time.monotonic()
         return round(time.time() + self.offset, 6)
