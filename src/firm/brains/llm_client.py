@@ -251,6 +251,7 @@ class ModelClient:
     ) -> Reply:
         items: queue.Queue[tuple[str, Any]] = queue.Queue()
         stop = threading.Event()
+        released = threading.Event()  # the reply's connection is back in the pool, or dropped
         opened: list[Any] = []
 
         def produce() -> None:
@@ -287,6 +288,7 @@ class ModelClient:
             finally:
                 for stream_opened in opened:  # the reply is in: keep its connection
                     finish(stream_opened)
+                released.set()
 
         idlethreads.run(produce, "firm-model-call")
         canceller = _Canceller(session)
@@ -303,6 +305,11 @@ class ModelClient:
                 if kind == "whole":
                     return _whole_reply(item, on_text)
                 if kind == "end":
+                    # The body's last bytes are read (finish) just after the end is handed
+                    # here: on a loaded machine this thread could act on the reply and the
+                    # next model call start before that, and open a new connection. A server
+                    # that never ends its body holds the reply back no longer than this.
+                    released.wait(RELEASE_WAIT)
                     return builder.reply()
                 builder.add(item)
                 canceller.check()
@@ -312,6 +319,9 @@ class ModelClient:
                 with contextlib.suppress(Exception):
                     response.close()
             raise
+
+
+RELEASE_WAIT = 0.5  # seconds a streamed reply waits for its connection to go back to the pool
 
 
 def _body_and_options(request: dict[str, Any]) -> tuple[dict[str, Any], Any]:
