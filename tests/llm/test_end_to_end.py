@@ -101,6 +101,9 @@ def test_three_levels_through_http(
     }
     assert len(server.requests) == 11
     assert model.unused() == []
+    # The server marks a request completed once its handler has written the whole reply,
+    # which can be just after the client has read it: wait for the marks, not the run.
+    assert server.wait_until(lambda rs: all(r.ended for r in rs), timeout=30)
     assert all(r.completed and r.request.stream for r in server.requests)
     # The file the cto read came back to it as the tool result.
     read_back = server.requests_for("cto")[-1].request.tool_results
