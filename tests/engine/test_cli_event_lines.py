@@ -33,7 +33,9 @@ def test_lines_still_on_their_way_print_before_the_report_and_once(
             firm.store.cancel(first.id, "stop")  # committed; its lines still on their way
         finally:
             unsubscribe()
-        lines.catch_up(firm)  # what the CLI does before its report
+        # Another run's entry, committed by another process on a shared store: not this run's.
+        other = firm.store.create_run(RUN, NewTask("Other goal", "", "ceo", "user"))
+        lines.catch_up(firm, [first.id])  # what the CLI does before its report
         out.write("REPORT\n")
         lines.print(held.pop(0))  # the late delivery: already printed
     *events, last = out.getvalue().splitlines()
@@ -42,3 +44,4 @@ def test_lines_still_on_their_way_print_before_the_report_and_once(
         ["cancelled", first.id],
     ]
     assert last == "REPORT"
+    assert other.id not in out.getvalue()

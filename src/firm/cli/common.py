@@ -126,7 +126,7 @@ def watch(firm: Firm, root_ids: list[str], *, json_mode: bool) -> list[Task]:
                 return [firm.run_until(r) for r in root_ids]
             roots = [firm.run_until(r) for r in root_ids]
             if lines is not None:
-                lines.catch_up(firm)
+                lines.catch_up(firm, root_ids)
             return roots
     finally:
         if unsubscribe:
@@ -164,10 +164,13 @@ class EventLines:
                 console.file.write("".join(f"{line}\n" for line in out))
                 console.file.flush()
 
-    def catch_up(self, firm: Firm) -> None:
+    def catch_up(self, firm: Firm, root_ids: list[str]) -> None:
+        """Print the watched runs' entries committed after the last line printed. Only theirs:
+        on a shared store (PostgreSQL, several workers) the log also holds other runs'."""
+        ours = {t.id for rid in root_ids for t in firm.subtree(rid)}
         with OUTPUT_LOCK:
             while page := firm.store.events_after(self._last, 1000):
-                self.print(page)
+                self.print([e for e in page if e.task_id in ours])
                 self._last = max(self._last, page[-1].seq)
                 if len(page) < 1000:
                     return
