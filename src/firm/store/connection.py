@@ -22,12 +22,12 @@ from sqlalchemy.sql import ClauseElement
 
 from firm import idlethreads
 from firm.errors import StoreError
-from firm.store import closing, migrate, newfile, notify, schema
+from firm.store import closing, migrate, newfile, notify, readied, schema
 from firm.store.base import EventListener
 from firm.store.group import GroupWriter
 from firm.store.latecheckpoint import LateCheckpoints, copy_wal
 from firm.store.notify import PgListener, SignalListener, StoreSignal
-from firm.store.prepared import Params, Rows, read, run, run_sql, sqlite_driver
+from firm.store.prepared import Params, Rows, known_texts, read, run, run_sql, sqlite_driver
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
 from firm.store.usage import OwedUsage, pay
@@ -142,6 +142,7 @@ class SqlBase:
         self._named = named
         self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close
         self._closing: idlethreads.Job | None = None  # the close itself, on a thread
+        self._readying: idlethreads.Job | None = None  # statements compiled ahead (readied.py)
         self._usage = OwedUsage()  # model calls' usage owed by each thread (store/usage.py)
         self.created = named is not None  # a file made by this open: it holds no run yet
         if check_schema and not self.created:
@@ -256,6 +257,9 @@ class SqlBase:
             self._copying.join()
             self._copying = None
         self._closed = True
+        if self._readying is not None:  # it stops at its next statement, seeing _closed
+            self._readying.join()
+            self._readying = None
         if self._named is not None:  # the new file's name is on disk before the store closes
             self._named.join()
             self._named = None
@@ -416,6 +420,27 @@ class SqlBase:
                 run_sql(conn, "SELECT seq FROM chain_head WHERE id = 1")
         finally:
             self._readers.extend(fresh)
+        if self._readying is None and known_texts():
+            self._readying = idlethreads.run(self._compile_known, "firm-store-ready")
+
+    def _compile_known(self) -> None:
+        """Compile the process's known statements on the writer's connection, one at a time
+        between writes (store/readied.py)."""
+        assert self._sqlite_writer is not None
+        writer = self._sqlite_writer
+        try:
+            for sql in known_texts():
+                if self._closed or not writer.acquire(timeout=readied.WAIT_FOR_WRITER):
+                    return
+                try:
+                    conn = self._group.idle()
+                    if conn is None:
+                        return
+                    readied.compile_all(sqlite_driver(conn), [sql])
+                finally:
+                    writer.release()
+        except Exception as exc:  # an optimisation only: the first runs compile as before
+            log.debug("could not compile the store's statements ahead: %s", exc)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

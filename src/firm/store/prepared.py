@@ -100,6 +100,21 @@ class _Compiled:
 MAX_PREPARED = 128
 _cache: dict[int, tuple[ClauseElement, _Compiled | None]] = {}
 _cache_lock = threading.Lock()
+# The SQL of each statement run here so far, in the order first compiled: what a new SQLite
+# store's writer connection is given compiled as an engine starts on it (store/readied.py).
+_texts: dict[str, None] = {}
+
+
+def remember(sql: str) -> None:
+    """Count a fixed SQL text the store runs on its own among those known (see _texts)."""
+    with _cache_lock:
+        _texts.setdefault(sql)
+
+
+def known_texts() -> list[str]:
+    """The SQL texts this process has run through here."""
+    with _cache_lock:
+        return list(_texts)
 
 
 def _compiled(stmt: ClauseElement, conn: Connection) -> _Compiled | None:
@@ -113,6 +128,8 @@ def _compiled(stmt: ClauseElement, conn: Connection) -> _Compiled | None:
         compiled = None  # its SQL depends on the parameters: SQLAlchemy's path
     with _cache_lock:
         _cache[id(stmt)] = (stmt, compiled)  # the statement is kept, so its id stays its own
+        if compiled is not None:
+            _texts.setdefault(compiled.sql)
     return compiled
 
 

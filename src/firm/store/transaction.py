@@ -15,7 +15,7 @@ from firm.eventshapes import shape, validate_shaped
 from firm.store import notify
 from firm.store import queries as Q
 from firm.store.base import Event
-from firm.store.prepared import insert_linked, insert_values, run
+from firm.store.prepared import insert_linked, insert_values, remember, run
 from firm.tasks import Task
 
 # An entry as the store takes it: (kind, task, agent, data). The store owns the data dict from
@@ -204,6 +204,7 @@ LINKED_INSERT = (
     "(SELECT prior.hash FROM events AS prior WHERE prior.seq = ?1 - 1),"
     f" '{GENESIS}') = ?9 THEN ?7 END, ?8)"
 )
+remember(LINKED_INSERT)  # compiled on a new connection ahead of its first commit
 
 
 # An entry's columns, in the order _entries gives their values.
