@@ -1,6 +1,7 @@
-"""A big cancel's WAL checkpoint runs after its commit (store/latecheckpoint.py): what a user
-would notice if that went wrong is a WAL file that grows without end beside the store, or a
-store that reads differently once reopened."""
+"""The WAL's checkpoints run on a thread beside the writes, after every so many commits and
+after a big cancel's (store/latecheckpoint.py): what a user would notice if that went wrong is
+a WAL file that grows without end beside the store, or a store that reads differently once
+reopened."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def wal_frames(db: Path) -> int:
 
 
 def checkpoints_done(store: SqlStore) -> None:
-    """Wait for the checkpoint threads the store's big writes left."""
+    """Wait for the checkpoint thread the store's writes started."""
     assert store._late is not None
     store._late.join()
 
@@ -49,36 +50,48 @@ def goal(store: SqlStore, fanout: int) -> str:
     return root.id
 
 
-def test_a_cancel_crossing_the_checkpoint_threshold_leaves_the_wal_bounded(
+def test_small_writes_keep_the_wal_bounded(tmp_path: Path) -> None:
+    """The thread's copies let the WAL start over, well before the writer's own checkpoint."""
+    db = tmp_path / "firm.db"
+    store = open_store(db)
+    try:
+        for _ in range(1500):  # 3,000 commits, ~20,000 pages written to the WAL
+            filler = store.create_run(RUN, NewTask("Filler", "", "ceo", "user"))
+            store.cancel(filler.id, "not wanted")
+        checkpoints_done(store)
+        assert wal_frames(db) < 4000  # the file keeps its largest size
+        assert len(store.subtree(filler.id)) == 1
+    finally:
+        store.close()
+
+
+def test_big_cancels_racing_the_checkpoint_thread_leave_the_wal_bounded(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "firm.db"
     store = open_store(db)
     goals = []
     for round_ in range(6):
-        # 2,071 tasks: past the size whose checkpoint waits for a thread. Their writes race
-        # the thread the last round's cancel left.
+        # 2,071 tasks: past the size whose commit starts a checkpoint at once. Their writes
+        # race the thread the last round's cancel started.
         top = goal(store, 45)
-        # The WAL copied and started over, then small writes up to just below SQLite's
-        # threshold (1,000 pages): the cancel's commit is the one that crosses it.
+        # The WAL copied and started over, then small writes: a checkpoint of every so many
+        # commits may be running when the cancel commits.
         truncate_wal(store, db)
-        while wal_frames(db) < 900 + 10 * round_:
+        for _ in range(40 + 10 * round_):
             filler = store.create_run(RUN, NewTask("Filler", "", "ceo", "user"))
             store.cancel(filler.id, "not wanted")
         cancelled = store.cancel(top, "stop")
         assert len(cancelled) == 1 + 45 + 45 * 45
         goals.append(top)
-    # The checkpoints the cancels left behind ran, and commits after them checkpoint again:
-    # the WAL started over all along (its file keeps its largest size). Had a cancel's
-    # commit left the automatic checkpoint off, these writes would have made it ~8,300
-    # pages long; with it back it stays near the threshold (~1,150).
+    # Writes after the cancels, each cancel's checkpoint asked for while one may run: the
+    # WAL started over all along (its file keeps its largest size).
     truncate_wal(store, db)
     for _ in range(3):
         goals.append(top := goal(store, 45))
         store.cancel(top, "stop")
-        # The writes after the cancel wait for its thread here: those made while it copies
-        # go on without any checkpoint by design, and how many there are depends on how
-        # fast the disk syncs the copy (4,338 pages once, on a loaded machine).
+        # The writes made while the thread copies go on without a checkpoint by design, and
+        # how many there are depends on how fast the disk syncs the copy: wait for it here.
         checkpoints_done(store)
     assert wal_frames(db) < 4000
     head = store.last_seq()

@@ -221,7 +221,7 @@ class Cancellation(Plans):
                         cancelled = run(tx.conn, CANCEL_IDS, {"p_rows": rowids}).scalars()
                     cancelled.sort()
                     top = _top_of(extra)
-                    big.rows(tx.conn, n)
+                    big.rows(n)
                     args = {
                         "p_rows": rowids,
                         "p_reason": reason,
@@ -281,7 +281,7 @@ class Cancellation(Plans):
                 )
                 .returning(T.c.id, T.c.status, T.c.finished_at)
             ).all()
-            big.rows(tx.conn, len(rows))
+            big.rows(len(rows))
             revoked = sorted(r.id for r in rows)
             # RETURNING shows new rows: those cancelled now finished now
             ended = sorted(

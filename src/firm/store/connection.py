@@ -127,6 +127,12 @@ class SqlBase:
         # and sharing it halves the engine's time per task. SQLite (WAL, synchronous=NORMAL)
         # commits without an fsync, and grouping measured even there: it stays one commit per
         # write (docs/architecture.md, "Group commit", has the figures).
+        # SQLite's WAL checkpoints, on a thread beside the writes (latecheckpoint.py).
+        self._late = (
+            LateCheckpoints(self._sqlite_writer, self._read, lambda: self._group.idle())
+            if self._sqlite_writer
+            else None
+        )
         self._group = GroupWriter(
             self.engine,
             self._writer,
@@ -134,10 +140,8 @@ class SqlBase:
             self._clock,
             enabled=self.dialect == "postgresql" if group_commit is None else group_commit,
             keep=self.dialect == "sqlite",
-        )
-        # A big write's checkpoint, left to a thread after its commit (latecheckpoint.py).
-        self._late = (
-            LateCheckpoints(self._sqlite_writer, self._read) if self._sqlite_writer else None
+            prepare=self._late.prepare if self._late else None,
+            committed=self._late.committed if self._late else None,
         )
         self._named = named
         self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close

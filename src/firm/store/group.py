@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -63,12 +63,16 @@ class GroupWriter:
         clock: DbClock,
         enabled: bool = True,
         keep: bool = False,
+        prepare: Callable[[Connection], None] | None = None,
+        committed: Callable[[], None] | None = None,
     ):
         self.engine = engine
         self.writer = writer  # SQLite: one open transaction at a time in this process
         self.locking = locking
         self.keep = keep  # one connection kept for every write (writes are serialized)
         self._kept: Connection | None = None
+        self._prepare = prepare  # run on each connection newly kept for the writes
+        self._committed = committed  # called after each commit, under the writer lock
         self.head = ChainHead()
         self.clock = clock
         self.enabled = enabled
@@ -133,6 +137,8 @@ class GroupWriter:
         conn = self._kept
         if conn is None or conn.closed or conn.invalidated:
             conn = self._kept = self.engine.connect().execution_options(firm_write=True)
+            if self._prepare is not None:
+                self._prepare(conn)
         return conn
 
     @contextmanager
@@ -205,6 +211,8 @@ class GroupWriter:
                 # gate's Condition would be one more lock a write).
                 self.writes += 1
                 self.commits += 1
+                if self._committed is not None:
+                    self._committed()
         finally:
             self._local.busy = False
 
@@ -316,6 +324,8 @@ class GroupWriter:
         if head is not None:
             self.head.known = head
         self._count(len(group.members))
+        if self._committed is not None:  # the leader still holds the writer lock
+            self._committed()
 
     def _count(self, writes: int) -> None:
         with self._gate:
