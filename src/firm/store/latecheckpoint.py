@@ -63,6 +63,9 @@ BACKSTOP = 2000
 # left to the pass under the writer lock.
 PASSES = 3
 FEW = 64
+# Commits a writer may run ahead of the copies beside it before it waits for them: the WAL
+# then stays under ~(EVERY + BEHIND) commits' pages however slow the disk.
+BEHIND = 256
 # Rows a write changes from which its commit starts a checkpoint at once: a cancel of 1,000
 # tasks writes some 70 pages; a 10,001-task one ~700, most of a WAL's worth.
 BIG_WRITE = 1000
@@ -84,6 +87,8 @@ class LateCheckpoints:
         self._lock = threading.Lock()
         self._job: idlethreads.Job | None = None
         self._running = False  # a job copies, or is about to
+        self._behind = 0  # commits since the copies beside the writes began
+        self._copied = threading.Event()  # set once they are done (or failed)
         self._again = False  # asked for while one runs: it runs once more
 
     @staticmethod
@@ -94,8 +99,16 @@ class LateCheckpoints:
         sqlite_driver(conn).execute(f"PRAGMA wal_autocheckpoint={BACKSTOP}")
 
     def committed(self) -> None:
-        """After each commit of the writer's (under the writer lock)."""
+        """After each commit of the writer's (under the writer lock). A writer that ran
+        `BEHIND` commits ahead of the copies beside it waits for them, holding the writer lock
+        (they do not take it), as a commit that checkpointed waited for its own: without
+        that a writer faster than the disk grows the WAL without bound."""
         self._commits += 1
+        if self._running:
+            self._behind += 1
+            if self._behind >= BEHIND:
+                self._behind = 0
+                self._copied.wait()
         if self._commits >= EVERY:
             self.start()
 
@@ -107,6 +120,8 @@ class LateCheckpoints:
                 self._again = True
                 return
             self._running = True
+            self._behind = 0
+            self._copied.clear()
             self._job = idlethreads.run(self._run, "firm-checkpoint")
 
     def join(self) -> None:
@@ -131,6 +146,10 @@ class LateCheckpoints:
                     if before is not None and frames - before <= FEW:
                         break
                     before = frames
+            except Exception:  # the next one, or the close's, copies what this did not
+                log.exception("store: a WAL checkpoint failed")
+            self._copied.set()
+            try:
                 with self._writer:
                     conn = self._kept()
                     if conn is not None:
@@ -142,6 +161,8 @@ class LateCheckpoints:
                     self._running = False
                     return
                 self._again = False
+                self._behind = 0
+                self._copied.clear()
 
 
 def copy_wal(read: Callable[[], AbstractContextManager[Connection]]) -> int:
