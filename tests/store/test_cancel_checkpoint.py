@@ -8,6 +8,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from firm.store import NewTask, RunSpec, SqlStore, open_store
 from firm.tasks import Status
 
@@ -109,5 +111,51 @@ def test_big_cancels_racing_the_checkpoint_thread_leave_the_wal_bounded(
             prev = e.hash
         ends = [e for e in entries if e.kind == "cancelled" and e.data["ended"] > 1]
         assert [e.task_id for e in ends] == goals
+    finally:
+        again.close()
+
+
+def test_writes_go_on_when_no_checkpoint_thread_can_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit asks for a checkpoint after it is made: no thread to run one (the process at
+    its limit) must not turn a write that committed into an error, nor stop the next ones."""
+    from firm.store import latecheckpoint
+
+    def no_thread(*_a: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    db = tmp_path / "firm.db"
+    store = open_store(db)
+    monkeypatch.setattr(latecheckpoint.idlethreads, "run", no_thread)
+    try:
+        ids = []
+        for _ in range(latecheckpoint.EVERY + 10):  # past the commit that asks for one
+            ids.append(store.create_run(RUN, NewTask("Filler", "", "ceo", "user")).id)
+        assert [store.get_task(i).status for i in ids] == [Status.TODO] * len(ids)
+    finally:
+        store.close()
+
+
+def test_a_failing_checkpoint_leaves_the_writes_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from firm.store import latecheckpoint
+
+    def broken(*_a: object) -> int:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(latecheckpoint, "copy_wal", broken)
+    db = tmp_path / "firm.db"
+    store = open_store(db)
+    for _ in range(3 * latecheckpoint.EVERY):
+        filler = store.create_run(RUN, NewTask("Filler", "", "ceo", "user"))
+        store.cancel(filler.id, "not wanted")
+    checkpoints_done(store)
+    head = store.last_seq()
+    store.close()
+    again = open_store(db)
+    try:
+        assert [e.seq for e in again.events_after(0, limit=head + 10)] == list(range(1, head + 1))
     finally:
         again.close()

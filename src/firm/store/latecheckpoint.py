@@ -122,7 +122,11 @@ class LateCheckpoints:
             self._running = True
             self._behind = 0
             self._copied.clear()
-            self._job = idlethreads.run(self._run, "firm-checkpoint")
+            try:
+                self._job = idlethreads.run(self._run, "firm-checkpoint")
+            except RuntimeError:  # no thread to be had: the writer's backstop checkpoints
+                self._running = False
+                self._copied.set()
 
     def join(self) -> None:
         while True:
@@ -136,6 +140,15 @@ class LateCheckpoints:
                     return
 
     def _run(self) -> None:
+        try:
+            self._cycles()
+        except BaseException:  # no writer waits for it, and the next start runs one
+            self._copied.set()
+            with self._lock:
+                self._running = False
+            raise
+
+    def _cycles(self) -> None:
         while True:
             try:
                 # Beside the writes, again while they added more than a few frames meanwhile:
