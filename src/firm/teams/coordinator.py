@@ -201,4 +201,7 @@ def _log_exclusion(session: Session, state: TeamState) -> None:
 
 
 def _ended(session: Session, status: str, reason: str | None) -> None:
-    session.log(EventKind.TEAM_ENDED, {"status": status, "reason": reason})
+    # Rides the ending's settle (the complete_task or fail_task that follows), ahead of it:
+    # one commit on the way from the run's last task to `Team.start()` returning, not two.
+    with session.owing():
+        session.log(EventKind.TEAM_ENDED, {"status": status, "reason": reason})

@@ -130,12 +130,12 @@ def _same_team(firm: Firm, root_id: str, key: str) -> bool:
         return False
 
 
-def cancel_leftovers(firm: Firm, root_id: str) -> list[str]:
+def cancel_leftovers(firm: Firm, root_id: str, tree: list[Task] | None = None) -> list[str]:
     """Cancel the tasks still open in a run that has ended. Only background tasks can be
     left so: their manager's turn failed (or the run was ended) while they ran, and the
     wake rule has nobody left to wake. Nothing of an ended run should work on, or be picked
-    up by a later `firm resume`."""
-    tree = firm.subtree(root_id)
+    up by a later `firm resume`. `tree`: the run's subtree, if the caller has just read it."""
+    tree = firm.subtree(root_id) if tree is None else tree
     if not tree[0].terminal:
         return []
     open_ids = {t.id for t in tree if not t.terminal}
@@ -210,9 +210,14 @@ class TeamResult:
         }
 
 
-def collect(firm: Firm, root_id: str) -> TeamResult:
-    spec = TeamSpec.model_validate(firm.store.run(root_id).brain_options["team"])
-    tree = firm.subtree(root_id)
+def collect(
+    firm: Firm, root_id: str, *, spec: TeamSpec | None = None, tree: list[Task] | None = None
+) -> TeamResult:
+    """What the run produced. `spec`: the team the run was submitted with, when the caller
+    submitted it (else read from the run); `tree`: its subtree, read since it ended."""
+    if spec is None:
+        spec = TeamSpec.model_validate(firm.store.run(root_id).brain_options["team"])
+    tree = firm.subtree(root_id) if tree is None else tree
     root = tree[0]
     asked = firm.store.events_after(0, 1_000_000, [root_id]) if spec.reviewed else []
     state = read(spec, tree, reviews_from(asked))

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Self
@@ -151,7 +153,7 @@ class TeamSpec(_Frozen):
 
     def org_yaml(self) -> str:
         if self._chart_text is None:
-            self._chart_text = self._make_org_yaml()
+            self._chart_text = _chart_of(self)
         return self._chart_text
 
     def _make_org_yaml(self) -> str:
@@ -191,6 +193,30 @@ class TeamSpec(_Frozen):
             chart["llm"] = self.llm.model_dump(exclude_none=True)
         chart["agents"] = agents
         return yaml.dump(chart, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
+
+
+_CHARTS: OrderedDict[str, str] = OrderedDict()  # a definition's JSON -> its chart's text
+_CHARTS_KEPT = 16
+_charts_lock = threading.Lock()
+
+
+def _chart_of(spec: TeamSpec) -> str:
+    """The chart's text, made once per definition in a process: every start() builds a new
+    spec, and the YAML dump (~0.45 ms) was on each run's way to its first model call. The
+    chart is made from the definition alone (not from outputs carried from earlier starts),
+    and the whole definition is the key, so the text is the one `_make_org_yaml` would give."""
+    key = json.dumps(spec.model_dump(mode="json", exclude={"carried"}), sort_keys=True)
+    with _charts_lock:
+        text = _CHARTS.get(key)
+        if text is not None:
+            _CHARTS.move_to_end(key)
+            return text
+    text = spec._make_org_yaml()
+    with _charts_lock:
+        _CHARTS[key] = text
+        while len(_CHARTS) > _CHARTS_KEPT:
+            _CHARTS.popitem(last=False)
+    return text
 
 
 @lru_cache(maxsize=16)

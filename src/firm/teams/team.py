@@ -161,6 +161,7 @@ class Team:
                 self.run_id = finished
                 return self._finish(collect(firm, finished), return_dict)
             unsubscribe = firm.store.subscribe(event_printer(spec)) if self.verbose else None
+            submitted = root_id is None
             try:
                 if root_id is None:
                     # Started at once: the run's commit claims its root (no claim round on
@@ -176,11 +177,14 @@ class Team:
             finally:
                 if unsubscribe is not None:
                     unsubscribe()
-            cancel_leftovers(firm, root_id)
             # Read beside the run's last write (its end's checkpoint, on the session's thread),
             # which stopping the engine waits for; the store's close then starts (off this
-            # thread: _opened).
-            outcome = collect(firm, root_id)
+            # thread: _opened). The run's tree is read once, again only if a task was
+            # cancelled; a run submitted here ran the spec it was submitted with.
+            tree = firm.subtree(root_id)
+            if cancel_leftovers(firm, root_id, tree):
+                tree = None
+            outcome = collect(firm, root_id, spec=spec if submitted else None, tree=tree)
             firm.stop()
         return self._finish(outcome, return_dict)
 
