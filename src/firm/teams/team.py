@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from firm.api import Firm
+from firm.tasks import Task as FirmTask
 from firm.teams.build import build_spec, task_id
 from firm.teams.errors import TeamError, TeamFailed
 from firm.teams.members import DONE, FAILED, Agent, Task
@@ -181,7 +182,7 @@ class Team:
             # which stopping the engine waits for; the store's close then starts (off this
             # thread: _opened). The run's tree is read once, again only if a task was
             # cancelled; a run submitted here ran the spec it was submitted with.
-            tree = firm.subtree(root_id)
+            tree: list[FirmTask] | None = firm.subtree(root_id)
             if cancel_leftovers(firm, root_id, tree):
                 tree = None
             outcome = collect(firm, root_id, spec=spec if submitted else None, tree=tree)
