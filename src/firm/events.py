@@ -121,13 +121,29 @@ class Woken(TypedDict):
     recovered: NotRequired[bool]  # woken by recovery at start-up
 
 
+class EndingCall(TypedDict):
+    """The complete_task or fail_task call an ending carries (firm/endcall.py): a tool_call's
+    fields, allowed and ok by being here."""
+
+    tool: str
+    args_digest: str
+    result_digest: str
+    summary: str
+    checked_seq: int
+    checked_at: float
+    limited_args: NotRequired[dict[str, Any]]
+    ceilings: NotRequired[dict[str, str]]
+
+
 class Completed(TypedDict):
     result: str | None
     files: list[str]
+    call: NotRequired[EndingCall]  # the complete_task call, logged with its effect
 
 
 class Failed(TypedDict):
     error: str | None
+    call: NotRequired[EndingCall]  # the fail_task call, logged with its effect
 
 
 class Cancelled(TypedDict):

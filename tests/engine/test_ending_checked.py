@@ -43,17 +43,18 @@ def test_an_ending_call_reads_nothing_and_is_placed_by_its_settle(
     firm, events, _ran, _root = _run(tmp_path, store_url, dev, lambda firm: None)
     assert seen["result"].ok
     assert seen["statements"] == []  # no read, no write: its effect and record ride the settle
-    (ending,) = [
-        e for e in _of_dev(events) if e.kind == EventKind.TOOL_CALL and e.data["tool"] == name
-    ]
     ended = EventKind.COMPLETED if name == "complete_task" else EventKind.FAILED
     (outcome,) = [e for e in events if e.kind == ended and e.agent == "dev"]
-    assert outcome.seq == ending.seq + 1
+    # Its record is its ending's entry: one entry, not a tool_call beside it (firm/endcall.py).
+    assert not [
+        e for e in _of_dev(events) if e.kind == EventKind.TOOL_CALL and e.data["tool"] == name
+    ]
+    call = outcome.data["call"]
+    assert call["tool"] == name and "superseded" not in call
     # Checked at the head the settle read: between the two, only what the settle itself
     # wrote ahead of it (the query's result the session still owed).
-    between = [e for e in events if ending.data["checked_seq"] < e.seq < ending.seq]
+    between = [e for e in events if call["checked_seq"] < e.seq < outcome.seq]
     assert [(e.kind, e.data["tool"]) for e in between] == [(EventKind.TOOL_CALL, "crm.query")]
-    assert "superseded" not in ending.data
     assert firm.store.get_task(_dev_task(firm)).status == (
         "done" if ended == "completed" else "failed"
     )

@@ -75,6 +75,24 @@ def test_a_held_settle_places_the_ending_at_the_head_its_update_read(store: SqlS
     assert written[1].data["checked_seq"] == head and "superseded" not in written[1].data
 
 
+def test_a_held_settle_writes_the_ending_call_inside_its_completion(store: SqlStore) -> None:
+    # Nothing logged after the call: its record is the completion's `call`, one entry, placed
+    # at the head the settle's UPDATE read (firm/endcall.py).
+    _root, (kid,) = manager_with_reports(store, 1)
+    head = store.last_seq()
+    events = [_owed(kid.id), _ending(kid.id, [])]
+    assert store.settle(kid.id, "staff", Outcome.done("ok"), events=events).applied
+    written = [e for e in store.events_after(head) if e.task_id == kid.id]
+    assert [(e.kind, e.data.get("tool")) for e in written] == [
+        ("tool_call", "files.write"),
+        ("completed", None),
+    ]
+    call = written[1].data["call"]
+    assert call == {
+        k: v for k, v in _call("complete_task").items() if k not in ("allowed", "ok")
+    } | {"checked_seq": head}
+
+
 def test_a_settle_refused_after_a_revocation_writes_the_endings_denial(store: SqlStore) -> None:
     _root, (kid,) = manager_with_reports(store, 1)
     store.revoke(kid.id, "leak", "security")

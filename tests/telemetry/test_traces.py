@@ -76,6 +76,13 @@ def test_a_three_level_run_is_one_trace_with_sessions_under_their_delegations(
     tools = by_name(spans, "execute_tool ")
     writes = [t for t in tools if t.attributes["gen_ai.tool.name"] == "files.write"]
     assert len(writes) >= len(LEAVES)
+    # Every task's complete_task, logged inside its `completed` entry, is a span of its own.
+    ended = [
+        t.attributes["firm.task.id"]
+        for t in tools
+        if t.attributes["gen_ai.tool.name"] == "complete_task"
+    ]
+    assert sorted(ended) == sorted({s.attributes["firm.task.id"] for s in sessions})
     for t in tools:
         assert t.attributes["firm.authority.verdict"] == "allowed"
         assert ids[t.parent_id].name.startswith("invoke_agent ")

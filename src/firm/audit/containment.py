@@ -18,6 +18,7 @@ from firm.audit.writeahead import LIFECYCLE, check_write_ahead
 from firm.authority import grants as g
 from firm.authority.check import EXEMPT_FROM_EXPIRY
 from firm.authority.scopes import allows
+from firm.endcall import with_calls
 from firm.events import ENDINGS, EventKind
 from firm.org import OrgChart
 
@@ -38,7 +39,7 @@ def containment(
     # A call answering a write-ahead start was checked before it: its session saw the entries
     # before the start (its result may be written later, after a cancel that came meanwhile).
     before_start: dict[int, int | None] = {}
-    for e in entries:
+    for e in with_calls(entries):  # an ending's call too, as its own entry (firm/endcall.py)
         tid = e.task_id
         previous = last_seen.get(tid) if tid is not None else None
         if tid is not None:

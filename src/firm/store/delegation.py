@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from firm.chain import canonical_json
+from firm.endcall import fold
 from firm.errors import TaskNotFound, TaskNotHeld
 from firm.events import EventKind
 from firm.store import queries as Q
@@ -317,12 +318,21 @@ class Delegation(TaskTree):
             used = after.usage.get("prompt_tokens", 0) + after.usage.get("completion_tokens", 0)
             held = CheckState(row[-1], Status.IN_PROGRESS, after.revoked, worker_id, used)
             events = [*before, *ending.decide(held), *rest]
-        tx.pending.extend(events)  # the session's own record comes before its outcome
+        # The ending call's record goes in the ending's own entry (firm/endcall.py), when
+        # that entry comes right after it.
+        kind = EventKind.COMPLETED if status == Status.DONE else EventKind.FAILED
+        call = fold(kind, after.id, after.assignee, events)
+        tx.pending.extend(events if call is None else events[:-1])  # the session's record first
+        mark = len(tx.pending)
         open_plan(tx, after, outcome)  # this turn's held delegations are cancelled, if any
+        if call is not None and len(tx.pending) > mark:
+            tx.pending.insert(mark, events[-1])  # entries between: the call keeps its own
+            call = None
+        said: dict[str, Any] = {} if call is None else {"call": call}
         if status == Status.DONE:
-            tx.emit(EventKind.COMPLETED, after, result=outcome.result, files=list(outcome.files))
+            tx.emit(kind, after, result=outcome.result, files=list(outcome.files), **said)
         else:
-            tx.emit(EventKind.FAILED, after, error=outcome.error)
+            tx.emit(kind, after, error=outcome.error, **said)
         # wake_due, the first column after the task's; then, on SQLite, whether any is queued
         wake_due = bool(row[len(T.c)])
         return True, after, wake_due, tx.locking or bool(row[len(T.c) + 1])

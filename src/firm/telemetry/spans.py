@@ -17,6 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from firm.endcall import ENDING_TOOL, as_call
 from firm.endings import ends_many
 from firm.events import EventKind
 
@@ -119,6 +120,10 @@ class SpanBuilder:
             and session is not None
         ):
             out.append(self._tool_call(e, session.span))
+        elif kind in ENDING_TOOL and session is not None:
+            call = as_call(e)  # complete_task or fail_task, logged in its ending's entry
+            if call is not None:
+                out.append(self._tool_call(call, session.span))
         elif kind == EventKind.THOUGHT and session is not None and self._capture:
             text = str(data.get("text", ""))[:CONTENT_LIMIT]
             session.span.events.append(("gen_ai.assistant.message", e.ts, {"content": text}))
