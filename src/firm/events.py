@@ -94,6 +94,21 @@ class Created(TypedDict):
     org_sha256: str
 
 
+class LifecycleCall(TypedDict):
+    """The call a `delegated`, `completed` or `failed` entry carries: delegate_task,
+    complete_task, fail_task (firm/endcall.py): a tool_call's fields, allowed and ok by being
+    here."""
+
+    tool: str
+    args_digest: str
+    result_digest: str
+    summary: str
+    checked_seq: int
+    checked_at: float
+    limited_args: NotRequired[dict[str, Any]]
+    ceilings: NotRequired[dict[str, str]]
+
+
 class Delegated(TypedDict):
     to: str
     title: str
@@ -103,6 +118,7 @@ class Delegated(TypedDict):
     parent_id: str
     grant: Grant | None
     plan: NotRequired[str]  # the plan it waits for: not started until a person approves it
+    call: NotRequired[LifecycleCall]  # the delegate_task call, logged with its effect
 
 
 class Started(TypedDict):
@@ -121,29 +137,15 @@ class Woken(TypedDict):
     recovered: NotRequired[bool]  # woken by recovery at start-up
 
 
-class EndingCall(TypedDict):
-    """The complete_task or fail_task call an ending carries (firm/endcall.py): a tool_call's
-    fields, allowed and ok by being here."""
-
-    tool: str
-    args_digest: str
-    result_digest: str
-    summary: str
-    checked_seq: int
-    checked_at: float
-    limited_args: NotRequired[dict[str, Any]]
-    ceilings: NotRequired[dict[str, str]]
-
-
 class Completed(TypedDict):
     result: str | None
     files: list[str]
-    call: NotRequired[EndingCall]  # the complete_task call, logged with its effect
+    call: NotRequired[LifecycleCall]  # the complete_task call, logged with its effect
 
 
 class Failed(TypedDict):
     error: str | None
-    call: NotRequired[EndingCall]  # the fail_task call, logged with its effect
+    call: NotRequired[LifecycleCall]  # the fail_task call, logged with its effect
 
 
 class Cancelled(TypedDict):

@@ -95,6 +95,9 @@ class LifecycleTools(ToolContext):
     _batch_read: tuple[list[tuple[PendingEntries, NewTask]], Standing, CheckState] | None = None
     # Activity entries made now ride the session's next write (owing()).
     _owing = False
+    # The subtask the last delegate_task body named: its call's entry says so, so the
+    # delegation's write can log the call in the subtask's `delegated` (firm/endcall.py).
+    _named_subtask: str | None = None
 
     if TYPE_CHECKING:  # the checked path's, in firm.session
 
@@ -225,6 +228,7 @@ class LifecycleTools(ToolContext):
             self._deferred = []
         if task_id not in self.delegated:
             self.delegated.append(task_id)
+        self._named_subtask = task_id
         return task_id
 
     def _plan_id(self) -> str | None:

@@ -19,6 +19,7 @@ from firm.brains.protocol import SessionCancelled, ToolResult
 from firm.callrecord import MAX_TOOL_NAME, CallRecord, refusal
 from firm.chain import canonical_json, digest
 from firm.clock import SYSTEM_CLOCK, Clock
+from firm.endcall import DELEGATE_TOOL, Pending, SubtaskCall
 from firm.errors import FirmError, StoreError, TaskNotHeld, ToolError, WorkspaceError
 from firm.events import EventKind
 from firm.lifecycle import LifecycleCompany, LifecycleTools
@@ -472,7 +473,10 @@ class Session(LifecycleTools):
             data["started_seq"] = started
         if not ok:
             data["error"] = content[:500]
-        entry = (EventKind.TOOL_CALL, self.task.id, self.agent_id, data)
+        entry: Pending = (EventKind.TOOL_CALL, self.task.id, self.agent_id, data)
+        subtask, self._named_subtask = self._named_subtask, None
+        if ok and subtask is not None and tool.name == DELEGATE_TOOL:
+            entry = SubtaskCall(entry, subtask)  # may ride in its subtask's `delegated`
         if tool.lifecycle and not ok:
             self._write_events([entry])
         else:

@@ -12,6 +12,7 @@ from sqlalchemy import event
 
 from firm.api import Firm
 from firm.audit.verify import verify_bundle
+from firm.endcall import with_calls
 from firm.events import EventKind
 from firm.org import OrgChart
 from firm.session import Session
@@ -54,7 +55,7 @@ def test_a_replys_delegations_share_one_check(tmp_path: Path, three_levels: OrgC
         root = firm.run(three_levels, "Launch", workspace=tmp_path / "ws", timeout=60)
         calls = [
             e
-            for e in firm.events(limit=1000)
+            for e in with_calls(firm.events(limit=1000))  # in their subtasks' `delegated`
             if e.kind == EventKind.TOOL_CALL and e.data["tool"] == "delegate_task"
         ]
         report = verify_bundle(firm.export_audit(root.id), firm.audit_key().public)

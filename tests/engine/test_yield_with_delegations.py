@@ -13,13 +13,14 @@ import pytest
 
 from firm.api import Firm
 from firm.audit.verify import verify_bundle
+from firm.endcall import SubtaskCall, with_calls
 from firm.engine import Engine
 from firm.errors import TaskNotHeld
 from firm.events import EventKind, transition_problems
 from firm.org import OrgChart
 from firm.session import Session
 from firm.store import NewTask, SqlStore, open_store
-from firm.tasks import Outcome, Status
+from firm.tasks import Outcome, Status, delegation_key, subtask_id
 from firm.testing import FunctionBrain
 from tests.support import firm_cli
 from tests.support.brains import TEAM, PeakCount, two_levels
@@ -259,3 +260,40 @@ def test_new_task_rows_are_what_the_store_returns(store: SqlStore) -> None:
     root = held_root(store)
     results, _ = store.delegate_and_yield(root.id, 0, [([], NewTask("x", "", "r0", "ceo"))], "boss")
     assert store.get_task(results[0].task.id) == results[0].task
+
+
+def test_each_delegate_task_call_is_logged_inside_its_subtasks_delegated_entry(
+    store: SqlStore,
+) -> None:
+    # A reply's three delegate_task calls: each call's record rides the next delegation (the
+    # last one's, the turn's end), right after its subtask's `delegated` — so it is written
+    # inside that entry (firm/endcall.py), on both backends, and read back as the call.
+    root = held_root(store)
+    before = store.last_seq()
+    items = parts(3)
+    ids = [subtask_id(delegation_key(root.id, 0, new.assignee, new.title)) for _, new in items]
+
+    def call(i: int) -> SubtaskCall:
+        data = {
+            "tool": "delegate_task",
+            "args_digest": "0" * 64,
+            "summary": f"part {i}",
+            "checked_seq": before,
+            "checked_at": 1.0,
+            "allowed": True,
+            "ok": True,
+            "result_digest": "1" * 64,
+        }
+        return SubtaskCall((EventKind.TOOL_CALL, root.id, "ceo", data), ids[i])
+
+    items = [(events if i == 0 else [call(i - 1)], new) for i, (events, new) in enumerate(items)]
+    results, settled = store.delegate_and_yield(root.id, 0, items, "boss", [call(2)])
+    assert settled.applied and [r.task.id for r in results] == ids
+    entries = store.events_after(before)
+    assert [(e.kind, e.task_id) for e in entries] == [
+        *[("delegated", t) for t in ids],
+        ("waiting", root.id),
+    ]
+    assert [e.data["call"]["summary"] for e in entries[:3]] == ["part 0", "part 1", "part 2"]
+    calls = [e for e in with_calls(entries) if e.kind == EventKind.TOOL_CALL]
+    assert [(c.task_id, c.agent, c.data["ok"]) for c in calls] == [(root.id, "ceo", True)] * 3

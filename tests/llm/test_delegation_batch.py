@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from firm.api import Firm
 from firm.chain import digest
+from firm.endcall import with_calls
 from firm.org import OrgChart
 from firm.tasks import Status
 from firm.testing import ScriptedModel, calls, complete, delegate, text, write_file
@@ -38,24 +39,25 @@ def test_one_reply_s_delegations_are_one_transaction(
     reports = [t for t in firm.subtree(root.id) if t.parent_id == root.id]
     # In the order delegated: each is created a microsecond after the one before it.
     assert [t.assignee for t in reports] == ["r1", "r2", "r3"]
-    # One commit: the delegations' entries (each delegate_task call's own record between them)
-    # form one unbroken run of the log, with one time.
+    # One commit: the delegations' entries form one unbroken run of the log, with one time;
+    # each delegate_task call's record is inside its subtask's `delegated` (firm/endcall.py).
     log = firm.events(limit=10_000)
     delegated = [e.seq for e in log if e.kind == "delegated"]
     span = [e for e in log if delegated[0] <= e.seq <= delegated[-1]]
     assert len(delegated) == 3
-    assert [e.kind for e in span] == ["delegated", "tool_call"] * 2 + ["delegated"]
+    assert [e.kind for e in span] == ["delegated"] * 3
+    assert [e.data["call"]["tool"] for e in span] == ["delegate_task"] * 3
     assert len({e.ts for e in span}) == 1
     # The reply only delegated, so it ended the turn in that commit: the boss waits from
-    # there on, its last call's record and its `waiting` entry written with the subtasks.
+    # there on, its `waiting` entry written with the subtasks.
     after = [e for e in log if e.seq > delegated[-1] and e.ts == span[0].ts]
-    assert [(e.kind, e.task_id) for e in after][:2] == [
-        ("tool_call", root.id),
-        ("waiting", root.id),
+    assert [(e.kind, e.task_id) for e in after][:1] == [("waiting", root.id)]
+    # Every delegate_task call is on record, the boss's, and what the model was told names the
+    # task that was created (the id is known before the batch is written).
+    tool_calls = [
+        e for e in with_calls(log) if e.kind == "tool_call" and e.data["tool"] == "delegate_task"
     ]
-    # Every delegate_task call is on record, and what the model was told names the task that
-    # was created (the id is known before the batch is written).
-    tool_calls = [e for e in log if e.kind == "tool_call" and e.data["tool"] == "delegate_task"]
+    assert {(e.task_id, e.agent) for e in tool_calls} == {(root.id, "boss")}
     told = {digest(f"delegated to {t.assignee} as task {t.id}") for t in reports}
     assert {e.data["result_digest"] for e in tool_calls} == told
 

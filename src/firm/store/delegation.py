@@ -12,7 +12,7 @@ from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from firm.chain import canonical_json
-from firm.endcall import fold
+from firm.endcall import fold, fold_delegation
 from firm.errors import TaskNotFound, TaskNotHeld
 from firm.events import EventKind
 from firm.store import queries as Q
@@ -190,7 +190,9 @@ class Delegation(TaskTree):
                     new_rows: list[dict[str, object]] = []
                     results: list[DelegateResult] = []
                     for (events, new), key in zip(items, keys, strict=True):
-                        tx.pending.extend(events)  # written whichever way this goes
+                        # Written whichever way this goes; the last delegation's call in its
+                        # `delegated`, when it comes right after it (firm/endcall.py).
+                        tx.pending.extend(fold_delegation(tx.pending, events))
                         existing = made.get(key)
                         if existing is not None:
                             results.append(DelegateResult(existing, created=False))
@@ -216,7 +218,11 @@ class Delegation(TaskTree):
                         )
                         results.append(DelegateResult(task, created=True))
                     self._insert_rows(tx, new_rows)
-                    ended = None if ending is None else write_yield(tx, parent, YIELD, ending)
+                    ended = (
+                        None
+                        if ending is None
+                        else write_yield(tx, parent, YIELD, fold_delegation(tx.pending, ending))
+                    )
                     # The claim comes after the rows (they are in the queue it reads) and
                     # its `started` entries after their `delegated` ones, as a claim's would.
                     room = min(claim.limit, len(new_rows)) if claim is not None else 0

@@ -17,7 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from firm.endcall import ENDING_TOOL, as_call
+from firm.endcall import as_call
 from firm.endings import ends_many
 from firm.events import EventKind
 
@@ -113,6 +113,10 @@ class SpanBuilder:
         out: list[SpanRecord] = []
         if kind == EventKind.DELEGATED:
             out.extend(self._delegated(e))
+            call = as_call(e)  # the delegate_task call, logged in its subtask's entry
+            delegator = self._sessions.get(call.task_id) if call is not None else None
+            if call is not None and delegator is not None:
+                out.append(self._tool_call(call, delegator.span))
         elif kind == EventKind.MODEL_CALL and session is not None:
             out.append(self._model_call(e, session.span))
         elif (
@@ -120,7 +124,7 @@ class SpanBuilder:
             and session is not None
         ):
             out.append(self._tool_call(e, session.span))
-        elif kind in ENDING_TOOL and session is not None:
+        elif kind in (EventKind.COMPLETED, EventKind.FAILED) and session is not None:
             call = as_call(e)  # complete_task or fail_task, logged in its ending's entry
             if call is not None:
                 out.append(self._tool_call(call, session.span))
