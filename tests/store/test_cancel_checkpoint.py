@@ -159,3 +159,37 @@ def test_a_failing_checkpoint_leaves_the_writes_whole(
         assert [e.seq for e in again.events_after(0, limit=head + 10)] == list(range(1, head + 1))
     finally:
         again.close()
+
+
+def test_a_big_cancel_leaves_its_copy_to_the_thread_and_the_backstop_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big cancel's commit copies nothing into the store's file, even when it takes the WAL
+    past the writer's backstop: the thread does that after it (held off here, so the cancel's
+    commit is seen alone). The writes after it have the backstop again, so the WAL stays
+    bounded without the thread."""
+    from firm.store import latecheckpoint
+
+    monkeypatch.setattr(latecheckpoint, "BACKSTOP", 200)
+    monkeypatch.setattr(latecheckpoint.LateCheckpoints, "start", lambda self: None)
+    db = tmp_path / "firm.db"
+    store = open_store(db)
+    try:
+        top = goal(store, 32)  # 1,057 tasks: a big write, ~80 pages to cancel
+        truncate_wal(store, db)
+        while wal_frames(db) < 160:  # small writes, short of the backstop
+            filler = store.create_run(RUN, NewTask("Filler", "", "ceo", "user"))
+        before = db.read_bytes()
+        cancelled = store.cancel(top, "stop")
+        assert len(cancelled) == 1 + 32 + 32 * 32
+        assert wal_frames(db) > 200
+        assert db.read_bytes() == before  # its commit copied nothing
+        store.cancel(filler.id, "not wanted")  # a small write: the backstop copies
+        assert db.read_bytes() != before
+    finally:
+        store.close()
+    again = open_store(db)
+    try:
+        assert {t.status for t in again.subtree(top)} == {Status.CANCELLED}
+    finally:
+        again.close()

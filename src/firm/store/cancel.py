@@ -228,7 +228,7 @@ class Cancellation(Plans):
                         cancelled = run(tx.conn, CANCEL_IDS, {"p_rows": rowids}).scalars()
                     cancelled.sort()
                     top = _top_of(extra)
-                    big.rows(n)
+                    big.rows(n, tx.conn)
                     args = {
                         "p_rows": rowids,
                         "p_reason": reason,
@@ -288,7 +288,7 @@ class Cancellation(Plans):
                 )
                 .returning(T.c.id, T.c.status, T.c.finished_at)
             ).all()
-            big.rows(len(rows))
+            big.rows(len(rows), tx.conn)
             revoked = sorted(r.id for r in rows)
             # RETURNING shows new rows: those cancelled now finished now
             ended = sorted(

@@ -90,6 +90,7 @@ class LateCheckpoints:
         self._behind = 0  # commits since the copies beside the writes began
         self._copied = threading.Event()  # set once they are done (or failed)
         self._again = False  # asked for while one runs: it runs once more
+        self._held: Connection | None = None  # a big write's, its automatic checkpoint off
 
     @staticmethod
     def prepare(conn: Connection) -> None:
@@ -104,6 +105,8 @@ class LateCheckpoints:
         (they do not take it), as a commit that checkpointed waited for its own: without
         that a writer faster than the disk grows the WAL without bound."""
         self._commits += 1
+        if self._held is not None:
+            self._restore()
         if self._running:
             self._behind += 1
             if self._behind >= BEHIND:
@@ -111,6 +114,28 @@ class LateCheckpoints:
                 self._copied.wait()
         if self._commits >= EVERY:
             self.start()
+
+    def hold(self, conn: Connection) -> None:
+        """Inside a big write (the caller holds the writer lock): its commit checkpoints
+        nothing, whatever the WAL's size; the thread started after it copies instead. The
+        backstop is SQLite's check after each commit, so a big commit that took the WAL past it
+        copied the whole WAL and synced it before returning: a 10,001-task cancel's ~700
+        pages crossed it in about one cancel of ten in cancel_subtree.py, 15-25 ms more. The WAL
+        may so pass BACKSTOP by one write's pages before the thread copies them."""
+        sqlite_driver(conn).execute("PRAGMA wal_autocheckpoint=0")
+        self._held = conn
+
+    def release(self) -> None:
+        """After a big write: the backstop back on, had the write ended without a commit."""
+        if self._held is not None:
+            with self._writer:
+                if self._held is not None:
+                    self._restore()
+
+    def _restore(self) -> None:
+        conn, self._held = self._held, None
+        if conn is not None and not conn.closed and not conn.invalidated:
+            self.prepare(conn)
 
     def start(self) -> None:
         """A checkpoint now, or once more after the one running."""
@@ -194,9 +219,12 @@ class BigWrite:
         self._late = late  # None on PostgreSQL
         self.big = False
 
-    def rows(self, n: int) -> None:
-        if self._late is not None and n >= BIG_WRITE:
+    def rows(self, n: int, conn: Connection) -> None:
+        """Inside the write (on its connection, `conn`): a big one's commit leaves its
+        checkpoint to the thread, started once the write ends."""
+        if self._late is not None and n >= BIG_WRITE and not self.big:
             self.big = True
+            self._late.hold(conn)
 
 
 @contextlib.contextmanager
@@ -208,4 +236,5 @@ def big_write(late: LateCheckpoints | None) -> Iterator[BigWrite]:
         yield big
     finally:
         if big.big and late is not None:
+            late.release()
             late.start()
