@@ -273,6 +273,7 @@ class Cancellation(Plans):
             was_open = T.c.status.in_(OPEN_VALUES)
             rows = tx.conn.execute(
                 update(T)
+                .prefix_with("OR FAIL", dialect="sqlite")  # no statement journal, as CANCEL_ROWS
                 .where(T.c.id.in_(select(sub.c.id)), T.c.revoked == false())
                 .values(
                     revoked=true(),
