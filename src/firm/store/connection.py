@@ -80,14 +80,16 @@ class SqlBase:
         self._generation = 0  # bumped on every commit or signal, so no wake-up is lost
         self._pg_listener: PgListener | None = None
         self._router: WakeRouter | None = None
-        named: idlethreads.Job | None = None  # a new file's name being synced (newfile.py)
+        placing: newfile.Placing | None = None  # a new file on its way to its name
         try:
             if url.startswith("sqlite"):
                 self.dialect = "sqlite"
                 plain = url.startswith("sqlite:///") and "?" not in url
                 if check_schema and migrate is not False and plain:
                     # A new file is written whole, at head: nothing to check or migrate.
-                    named = newfile.write_new(Path(url[len("sqlite:///") :]))
+                    # Its sync goes on while what follows, up to the first connection, is
+                    # built (newfile.py).
+                    placing = newfile.write_new(Path(url[len("sqlite:///") :]))
                 self.engine = create_engine(
                     url,
                     pool_size=pool_size,
@@ -143,7 +145,9 @@ class SqlBase:
             prepare=self._late.prepare if self._late else None,
             committed=self._late.committed if self._late else None,
         )
-        self._named = named
+        # The first connection opens below: the new file has its name by then, or not at all.
+        named = placing.wait() if placing is not None else None
+        self._named = named  # a new file's name being synced (newfile.py)
         self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close
         self._closing: idlethreads.Job | None = None  # the close itself, on a thread
         self._readying: idlethreads.Job | None = None  # statements compiled ahead (readied.py)

@@ -11,6 +11,11 @@ The file appears whole or not at all: the image is written beside it, synced, an
 hard-linked into place, which fails if another process created the file first (that
 process's store is then opened as any existing one is). Where that cannot be done (no hard
 links, no serialize), nothing is written and the store is created the old way.
+
+The sync (2.5-6 ms on this disk, the longest wait of a team's start) runs on one of the
+process's idle threads while the opener builds what needs no file: the SQLAlchemy engine
+and the store's writers (`Placing.wait`, before the first connection). The order on disk is
+the same: the name is linked only once the pages are synced.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
@@ -57,44 +63,97 @@ def schema_image() -> bytes:
         return _image[0]
 
 
-def write_new(path: Path) -> idlethreads.Job | None:
-    """Write a new store at `path` from the image. None (and nothing written) when the file
-    exists already or the image cannot be placed atomically; else the thread putting its
-    name on disk (`_sync_folder`), which the store joins before it closes."""
+def write_new(path: Path) -> Placing | None:
+    """Start writing a new store at `path` from the image. None (and nothing written) when
+    the file exists already or the image cannot be placed atomically; else the placing under
+    way, whose `wait()` says whether the store got its name."""
     # One at a time in a process, from the look at `path` to its name: another thread's look
     # then finds the store this one made, never a moment where it looks gone while its WAL
-    # is already there (which _drop_orphans would take as left over).
-    with _creating:
-        if path.exists():
+    # is already there (which _drop_orphans would take as left over). Released by the
+    # placing's thread once the name is linked, or could not be.
+    _creating.acquire()
+    handed = False
+    try:
+        if path.exists() or not hasattr(sqlite3.Connection, "serialize"):
             return None
         _drop_orphans(path)
-        if not hasattr(sqlite3.Connection, "serialize"):
-            return None
-        return _place(path, schema_image())
-
-
-def _place(path: Path, image: bytes) -> idlethreads.Job | None:
-    part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
-    try:
+        part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
         try:
-            with open(part, "wb") as f:
-                f.write(image)
-                # On disk before it has a name: after a crash the name is of a whole store
-                # or there is none, never a name for pages that were not written.
-                f.flush()
-                os.fsync(f.fileno())
-            os.link(part, path)
-        finally:
+            file = open(part, "wb")  # noqa: SIM115 - closed by the placing's thread
+        except OSError:
+            return None
+        try:
+            file.write(schema_image())
+            file.flush()
+            placing = Placing(path, part, file)
+            handed = True
+        except BaseException as exc:
+            file.close()
             with contextlib.suppress(OSError):
                 part.unlink()
-    except OSError:  # the file appeared meanwhile (FileExistsError), or no hard links here
-        return None
-    # The name on disk takes one more fsync (~4 ms here, as the file's), of the folder. It
-    # runs beside the store's first work instead of before it: nothing committed until then
-    # is on disk either (WAL with synchronous=NORMAL syncs at checkpoints, the first of which
-    # is the close's, after this is joined), and a crash before it leaves no store at all.
-    # On one of the process's idle threads: starting one waited for the interpreter lock.
-    return idlethreads.run(lambda: _sync_folder(path.parent), "firm-store-name")
+            if isinstance(exc, OSError):
+                return None
+            raise
+        placing.entered()
+        return placing
+    finally:
+        if not handed:
+            _creating.release()
+
+
+class Placing:
+    """A new store's image, written beside its name, being synced and linked into place on
+    one of the process's idle threads (starting one waited for the interpreter lock)."""
+
+    def __init__(self, path: Path, part: Path, file: BinaryIO):
+        self._path = path
+        self._part = part
+        self._named = False
+        self._syncing = threading.Event()  # the thread is in its sync, or done
+        self._settled = threading.Event()  # linked, or given up
+        self.job = idlethreads.run(lambda: self._place(file), "firm-store-name")
+
+    def entered(self) -> None:
+        """Wait until the thread is in its sync. It takes the interpreter lock only to
+        enter it, and lets it go there; not waited for, the caller's work would keep it
+        out for up to a switch interval (5 ms)."""
+        self._syncing.wait()
+
+    def wait(self) -> idlethreads.Job | None:
+        """Wait for the name. The thread that syncs the folder the name is in (joined before
+        the store closes) if the store has it; None (nothing of it on disk) if it could
+        not be placed: the file appeared meanwhile, or no hard links here."""
+        self._settled.wait()
+        return self.job if self._named else None
+
+    def _place(self, file: BinaryIO) -> None:
+        try:
+            try:
+                try:
+                    self._syncing.set()
+                    # On disk before it has a name: after a crash the name is of a whole
+                    # store or there is none, never a name for pages that were not written.
+                    os.fsync(file.fileno())
+                finally:
+                    file.close()
+                os.link(self._part, self._path)
+                self._named = True
+            finally:
+                with contextlib.suppress(OSError):
+                    self._part.unlink()
+        except OSError:  # the file appeared meanwhile (FileExistsError), or no hard links
+            pass
+        finally:
+            self._syncing.set()
+            _creating.release()
+            self._settled.set()
+        if self._named:
+            # The name on disk takes one more fsync (~4 ms here, as the file's), of the
+            # folder. It runs beside the store's first work instead of before it: nothing
+            # committed until then is on disk either (WAL with synchronous=NORMAL syncs at
+            # checkpoints, the first of which is the close's, after this is joined), and a
+            # crash before it leaves no store at all.
+            _sync_folder(self._path.parent)
 
 
 def start_wal(driver: sqlite3.Connection) -> None:
@@ -107,7 +166,7 @@ def start_wal(driver: sqlite3.Connection) -> None:
     store. A WAL with nothing before it has nothing for that sync to keep safe: with
     synchronous=NORMAL no commit is on disk before a checkpoint syncs the WAL (the
     close's, at the latest, which syncs the folder then), and a header lost in a crash
-    loses only frames that were not on disk either; the store's pages are (`_place`).
+    loses only frames that were not on disk either; the store's pages are (`Placing`).
     So page 1 is written once here with syncs off, and the run's commits append to a
     WAL already started. A WAL restarted after a checkpoint syncs its header as ever."""
     try:
