@@ -174,8 +174,11 @@ class Engine:
             worker_started(self.worker_id)
             self._unlisten = self.store.listen(self._on_signal, self._free_slots)
             self.store.warm(self.max_concurrent)
-            self.store.recover(worker_alive)
-            self.store.expire_approvals()
+            if not self.store.created:
+                # A store this process just made holds no session to recover and no call
+                # waiting for a person; the heartbeat looks for both from now on.
+                self.store.recover(worker_alive)
+                self.store.expire_approvals()
             self.checkpoints.catch_up()
             self._pool.warm()
             # The first round is made here: a submit right after start() finds the slots free
