@@ -61,3 +61,15 @@ def test_a_store_closes_while_its_statements_are_compiled(tmp_path: Path) -> Non
     engine.stop()
     store.close()  # waits for it to stop at its next statement
     assert store._readying is None
+
+
+def test_a_store_closes_at_once_while_its_compiling_waits_to_start(tmp_path: Path) -> None:
+    # What Team.start asks: the statements compiled once the run's first model call is out.
+    # A close meanwhile ends the wait (else the pytest timeout fails this test).
+    run_once(tmp_path / "first.db", tmp_path / "ws")
+    store = open_store(tmp_path / "second.db")
+    store.compile_delay = 3600.0
+    engine = Engine(store, max_concurrent=2, heartbeat=0.2).start()
+    engine.stop()
+    store.close()
+    assert store._readying is None

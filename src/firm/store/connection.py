@@ -151,6 +151,10 @@ class SqlBase:
         self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close
         self._closing: idlethreads.Job | None = None  # the close itself, on a thread
         self._readying: idlethreads.Job | None = None  # statements compiled ahead (readied.py)
+        # Seconds the compiling waits once started, for a caller whose run begins with a
+        # model's wait (Team.start): compiled then, not beside the run's own start.
+        self.compile_delay = 0.0
+        self._unready = threading.Event()  # set by close: a compile still waiting gives up
         self._usage = OwedUsage()  # model calls' usage owed by each thread (store/usage.py)
         self.created = named is not None  # a file made by this open: it holds no run yet
         if check_schema and not self.created:
@@ -265,6 +269,7 @@ class SqlBase:
             self._copying.join()
             self._copying = None
         self._closed = True
+        self._unready.set()
         if self._readying is not None:  # it stops at its next statement, seeing _closed
             self._readying.join()
             self._readying = None
@@ -436,6 +441,8 @@ class SqlBase:
         between writes (store/readied.py)."""
         assert self._sqlite_writer is not None
         writer = self._sqlite_writer
+        if self.compile_delay and self._unready.wait(self.compile_delay):
+            return  # closed meanwhile
         try:
             for sql in known_texts():
                 if self._closed or not writer.acquire(timeout=readied.WAIT_FOR_WRITER):
