@@ -68,8 +68,29 @@ def test_a_store_closes_at_once_while_its_compiling_waits_to_start(tmp_path: Pat
     # A close meanwhile ends the wait (else the pytest timeout fails this test).
     run_once(tmp_path / "first.db", tmp_path / "ws")
     store = open_store(tmp_path / "second.db")
-    store.compile_delay = 3600.0
+    store.background_delay = 3600.0
     engine = Engine(store, max_concurrent=2, heartbeat=0.2).start()
     engine.stop()
     store.close()
     assert store._readying is None
+
+
+def test_a_run_ends_signed_when_the_start_ups_background_work_waits(tmp_path: Path) -> None:
+    # The audit key's early load waits as the compiling does; the run's end signs with the
+    # key loaded when it is needed, and the engine stops without waiting out the delay.
+    store = open_store(tmp_path / "firm.db")
+    store.background_delay = 3600.0
+    engine = Engine(store, max_concurrent=2, heartbeat=0.2).start()
+    try:
+        root = engine.submit(parse_org(CHART, "<ahead>"), "Ship it", workspace=tmp_path / "ws")
+        done = engine.run_until(root.id, timeout=60)
+    finally:
+        engine.stop()
+    try:
+        assert done.status == Status.DONE
+        assert store.events_after(0, 100_000)[-1].kind == "checkpoint"
+    finally:
+        store.close()
+    with Firm(tmp_path / "firm.db") as firm:
+        report = verify_bundle(firm.export_audit(root.id), firm.audit_key().public)
+    assert report.verified, [c.line() for c in report.checks]

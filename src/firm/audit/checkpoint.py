@@ -57,6 +57,7 @@ class Checkpointer:
         self._key: AuditKey | None = None
         self._lock = threading.Lock()
         self._early: idlethreads.Job | None = None
+        self._closing = threading.Event()  # set by close: an early load still waiting gives up
 
     @property
     def key(self) -> AuditKey:
@@ -91,12 +92,18 @@ class Checkpointer:
     def _load_key_early(self) -> None:
         # Off the run's path: made on first use, the key costs a few fsyncs (keys.py), at the
         # moment a run ends and the caller is waiting for it. A failure here is left to the
-        # checkpoint, which tries again and logs it.
+        # checkpoint, which tries again and logs it. A store that asks its start-up's
+        # background work to wait (Team.start: its run begins with a model's wait) has it
+        # loaded then.
+        delay = getattr(self.store, "background_delay", 0.0)
+        if delay and self._closing.wait(delay):
+            return
         with contextlib.suppress(Exception):
             self.key  # noqa: B018 - loads (or makes) it
 
     def close(self) -> None:
         """Wait for the key being loaded early, so nothing is written once the engine stops."""
+        self._closing.set()
         if self._early is not None:
             self._early.join(KEY_WAIT)
 

@@ -151,9 +151,10 @@ class SqlBase:
         self._copying: idlethreads.Job | None = None  # the WAL copied ahead of the close
         self._closing: idlethreads.Job | None = None  # the close itself, on a thread
         self._readying: idlethreads.Job | None = None  # statements compiled ahead (readied.py)
-        # Seconds the compiling waits once started, for a caller whose run begins with a
-        # model's wait (Team.start): compiled then, not beside the run's own start.
-        self.compile_delay = 0.0
+        # Seconds the start-up's background work waits (these statements compiled ahead, an
+        # engine's early load of the audit key: audit/checkpoint.py), for a caller whose run
+        # begins with a model's wait (Team.start): done then, not beside the run's own start.
+        self.background_delay = 0.0
         self._unready = threading.Event()  # set by close: a compile still waiting gives up
         self._usage = OwedUsage()  # model calls' usage owed by each thread (store/usage.py)
         self.created = named is not None  # a file made by this open: it holds no run yet
@@ -441,7 +442,7 @@ class SqlBase:
         between writes (store/readied.py)."""
         assert self._sqlite_writer is not None
         writer = self._sqlite_writer
-        if self.compile_delay and self._unready.wait(self.compile_delay):
+        if self.background_delay and self._unready.wait(self.background_delay):
             return  # closed meanwhile
         try:
             for sql in known_texts():

@@ -45,10 +45,10 @@ from firm.teams.verbose import event_printer
 
 __all__ = ["Agent", "Task", "Team", "TeamError", "TeamFailed"]
 
-# Seconds after the engine starts that the store's statements are compiled ahead: a team's
-# first model request leaves ~10-15 ms after start() (more on a loaded machine), and a model
-# takes far longer than the rest of this to answer.
-COMPILE_DELAY = 0.03
+# Seconds after the engine starts that the store's statements are compiled ahead and the
+# audit key loaded: a team's first model request leaves ~10-15 ms after start() (more on a
+# loaded machine), and a model takes far longer than the rest of this to answer.
+BACKGROUND_DELAY = 0.03
 
 
 class Team:
@@ -153,10 +153,10 @@ class Team:
         # team to run again (after it ran here) or set some done by hand.
         reuse = not fresh and not spec.carried and (self._outputs_key is None or changed)
         with _opened(self.db) as firm:
-            # The store's statements are compiled ahead (store/readied.py) while the run's
-            # first model call is out, not beside the start, where they held the writer's
-            # connection and the interpreter lock on the way to that call.
-            firm.store.compile_delay = COMPILE_DELAY
+            # The store's statements are compiled ahead (store/readied.py) and the audit key
+            # loaded while the run's first model call is out, not beside the start, where
+            # they took the writer's connection and the interpreter lock on its way.
+            firm.store.background_delay = BACKGROUND_DELAY
             # A store made by this open holds no run to continue or to take the outputs of.
             look = not firm.store.created
             root_id = open_run(firm, spec) if look and not fresh else None
