@@ -95,7 +95,7 @@ class Checkpointer:
         # checkpoint, which tries again and logs it. A store that asks its start-up's
         # background work to wait (Team.start: its run begins with a model's wait) has it
         # loaded then.
-        delay = getattr(self.store, "background_delay", 0.0)
+        delay = self.store.background_delay
         if delay and self._closing.wait(delay):
             return
         with contextlib.suppress(Exception):

@@ -106,6 +106,7 @@ class Store(Protocol):
     url: str
     dialect: str  # "sqlite" or "postgresql"
     created: bool  # a file made by this open: it holds only what this process put there
+    background_delay: float  # seconds the start-up's background work waits (Team.start)
 
     # lifecycle
     def close(self) -> None: ...
