@@ -128,21 +128,7 @@ class Placing:
 
     def _place(self, file: BinaryIO) -> None:
         try:
-            try:
-                try:
-                    self._syncing.set()
-                    # On disk before it has a name: after a crash the name is of a whole
-                    # store or there is none, never a name for pages that were not written.
-                    os.fsync(file.fileno())
-                finally:
-                    file.close()
-                os.link(self._part, self._path)
-                self._named = True
-            finally:
-                with contextlib.suppress(OSError):
-                    self._part.unlink()
-        except OSError:  # the file appeared meanwhile (FileExistsError), or no hard links
-            pass
+            self._named = self._link(file)
         finally:
             self._syncing.set()
             _creating.release()
@@ -154,6 +140,23 @@ class Placing:
             # checkpoints, the first of which is the close's, after this is joined), and a
             # crash before it leaves no store at all.
             _sync_folder(self._path.parent)
+
+    def _link(self, file: BinaryIO) -> bool:
+        """Sync the image, then give it its name; False if the name could not be given
+        (the file appeared meanwhile, FileExistsError, or no hard links here)."""
+        try:
+            with file:
+                self._syncing.set()
+                # On disk before it has a name: after a crash the name is of a whole
+                # store or there is none, never a name for pages that were not written.
+                os.fsync(file.fileno())
+            os.link(self._part, self._path)
+            return True
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                self._part.unlink()
 
 
 def start_wal(driver: sqlite3.Connection) -> None:
