@@ -1,5 +1,6 @@
-"""Parallel teams: three independent tasks with every model call answered after 0.2 s, each
-task run one at a time and then marked async_execution=True, against the ideal.
+"""Parallel teams: three independent tasks with every model call answered 0.2 s after its
+request arrived, each task run one at a time and then marked async_execution=True, against
+the ideal.
 
 The ideal is the chain of model calls nothing can overlap, at 0.2 s each:
 
@@ -21,6 +22,10 @@ CPU. In firm's process the server's request parsing takes the interpreter lock i
 of the gaps counted as firm's (0.7-1.6 ms a call, traced); in its own process it is still
 real HTTP on loopback, and the overhead measured is firm's alone. The in-process figure is
 kept for comparison with earlier rounds, which measured only that.
+The delay is the model's latency, as a remote model's includes its own work: the server
+reads the request, chooses and encodes the answer, then waits what is left of the 0.2 s and
+sends it (a streamed answer in one write). Until the sixteenth round it slept the 0.2 s
+first and did that work after, ~1.3 ms a call counted as firm's overhead (traced).
 
     python benchmarks/teams_parallel.py [--repeat 3] [--delay 0.2] [--cases NAME ...]
                                         [--server process thread]
@@ -55,14 +60,16 @@ CASES = {  # name: (process, async_execution, model calls deep, deep with async)
 
 def answer(delay: float):  # type: ignore[no-untyped-def]
     def reply(req: ModelRequest) -> Reply:
-        time.sleep(delay)
+        # The server sends this `delay` after the request arrived, its own work included.
         if req.agent != "manager":
-            return text(f"{req.agent} did: {req.task_title}")
+            return text(f"{req.agent} did: {req.task_title}", delay=delay)
         found = NOT_STARTED.search(req.brief.partition("Earlier turns of this run:")[0])
         if found is None:
-            return text(json.dumps({"task_id": "", "agent_name": "", "action": "stop"}))
-        task_id, agent = found.groups()
-        return text(json.dumps({"task_id": task_id, "agent_name": agent, "action": "execute"}))
+            decision = {"task_id": "", "agent_name": "", "action": "stop"}
+        else:
+            task_id, agent = found.groups()
+            decision = {"task_id": task_id, "agent_name": agent, "action": "execute"}
+        return text(json.dumps(decision), delay=delay)
 
     return reply
 

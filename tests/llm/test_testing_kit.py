@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -115,6 +116,46 @@ def test_a_plain_function_can_be_the_model() -> None:
         c.close()
     assert answer.choices[0].message.content == "2 messages"
     assert seen[0].brief == "Task T-1: hi" and seen[0].system == "sys"
+
+
+def test_a_delayed_reply_comes_its_delay_after_the_request_whole(
+    model: ScriptedModel, server: ModelServer, client: openai.OpenAI
+) -> None:
+    # A remote model's latency includes its own work: the delay counts from the request's
+    # arrival, not from when the rule chose the answer.
+    model.when().always(text("Slow but whole, every word of it.", delay=0.3))
+    sent = time.monotonic()
+    stream = client.chat.completions.create(
+        model="m",
+        messages=MESSAGES,  # type: ignore[arg-type]
+        stream=True,
+    )
+    words = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert time.monotonic() - sent >= 0.3
+    assert words == "Slow but whole, every word of it."
+    assert server.requests[0].chunks_sent > 3  # the same events as without a delay
+    whole = client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+    assert whole.choices[0].message.content == "Slow but whole, every word of it."
+
+
+def test_a_delayed_reply_is_given_up_when_the_server_stops(model: ScriptedModel) -> None:
+    model.when().always(text("never sent", delay=600))
+    with ModelServer(model) as server:
+
+        def stop_once_asked() -> None:
+            server.wait_for_requests(1)
+            server.stop()
+
+        stopper = threading.Thread(target=stop_once_asked)
+        stopper.start()
+        c = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0, timeout=60)
+        try:
+            with pytest.raises(openai.APIConnectionError):
+                c.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+        finally:
+            c.close()
+            stopper.join()
+    assert server.requests[0].disconnected and not server.requests[0].completed
 
 
 MODEL_FILE = """

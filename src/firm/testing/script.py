@@ -166,6 +166,9 @@ class Reply:
     error_message: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     hang: float | None = None  # seconds to stall before answering (inf: until the server stops)
+    # Seconds from the request's arrival to the answer, as a remote model's latency: the
+    # server's own work (reading the request, choosing and encoding the answer) counts inside.
+    delay: float = 0.0
     drop: bool = False  # close the connection without an answer
     chunk_delay: float = 0.0  # streaming: seconds between chunks
     chunk_size: int = 12  # streaming: characters per text or arguments chunk

@@ -79,6 +79,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         return
 
+    def parse_request(self) -> bool:
+        # Its request line has just been read: a reply's delay counts from here.
+        self._arrived = time.monotonic()
+        return super().parse_request()
+
     # --- routing ---------------------------------------------------------------------------
 
     def do_GET(self) -> None:
@@ -133,11 +138,14 @@ class _Handler(BaseHTTPRequestHandler):
         model = state.model
         reply = model.answer(req) if isinstance(model, ScriptedModel) else model(req)
         record.reply = reply
+        # Encoded before the delay is waited out: inside it, as a remote model's own work is
+        # inside its latency.
+        answer = self._encoded(record, req, reply)
+        if reply.delay and not self._stall(state, record, self._arrived + reply.delay):
+            return
         if reply.hang is not None:
-            timeout = None if math.isinf(reply.hang) else reply.hang
-            if state.closing.wait(timeout):
-                record.disconnected = True
-                self.close_connection = True
+            until = None if math.isinf(reply.hang) else time.monotonic() + reply.hang
+            if not self._stall(state, record, until):
                 return
         if reply.drop:
             self.close_connection = True
@@ -147,13 +155,31 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(reply.status, reply.error_message, "scripted", dict(reply.headers))
             return
         record.status = 200
-        usage = self._usage(req, reply)
         if req.stream:
-            include_usage = bool((req.body.get("stream_options") or {}).get("include_usage"))
-            self._stream(state, record, reply, usage if include_usage else None)
+            self._stream(state, record, reply, answer)
         else:
-            self._json(200, self._completion(record, reply, usage))
+            self._send(200, answer[0])
         record.completed = True
+
+    def _stall(self, state: _State, record: RecordedRequest, until: float | None) -> bool:
+        """Wait until then (monotonic; None: until the server stops); False, the connection
+        given up, if the server stopped first."""
+        left = None if until is None else until - time.monotonic()
+        if (left is None or left > 0) and state.closing.wait(left):
+            record.disconnected = True
+            self.close_connection = True
+            return False
+        return True
+
+    def _encoded(self, record: RecordedRequest, req: ModelRequest, reply: Reply) -> list[bytes]:
+        """A 200's body: the streamed events, or the one completion; nothing for the rest."""
+        if reply.status != 200 or reply.drop:
+            return []
+        usage = self._usage(req, reply)
+        if not req.stream:
+            return [json.dumps(self._completion(record, reply, usage)).encode()]
+        include_usage = bool((req.body.get("stream_options") or {}).get("include_usage"))
+        return self._events(record, reply, usage if include_usage else None)
 
     def _usage(self, req: ModelRequest, reply: Reply) -> dict[str, int]:
         if reply.usage is not None:
@@ -217,50 +243,63 @@ class _Handler(BaseHTTPRequestHandler):
                 piece = c.arguments[i : i + size * 4]
                 yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
 
-    def _stream(
-        self,
-        state: _State,
-        record: RecordedRequest,
-        reply: Reply,
-        usage: dict[str, int] | None,
-    ) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+    def _events(
+        self, record: RecordedRequest, reply: Reply, usage: dict[str, int] | None
+    ) -> list[bytes]:
+        """The streamed answer's server-sent events, each framed as an HTTP chunk: its deltas,
+        then the finish, the usage (when asked for) and [DONE]."""
         base = {
             "id": f"chatcmpl-{record.seq}",
             "object": "chat.completion.chunk",
             "created": int(record.started),
             "model": record.body.get("model") or MODEL_NAME,
         }
-
-        def send(payload: str) -> None:
-            data = f"data: {payload}\n\n".encode()
-            self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-            with state.lock:
-                record.chunks_sent += 1
-                state.lock.notify_all()
-
-        for delta in self._chunks(record, reply):
-            if reply.chunk_delay and record.chunks_sent and state.closing.wait(reply.chunk_delay):
-                raise BrokenPipeError("the server is stopping")
-            choice = {"index": 0, "delta": delta, "finish_reason": None}
-            send(json.dumps({**base, "choices": [choice]}))
-        finish = {"index": 0, "delta": {}, "finish_reason": reply.finish_reason or _finish(reply)}
-        send(json.dumps({**base, "choices": [finish]}))
+        choices: list[list[dict[str, Any]]] = [
+            [{"index": 0, "delta": delta, "finish_reason": None}]
+            for delta in self._chunks(record, reply)
+        ]
+        finish = reply.finish_reason or _finish(reply)
+        choices.append([{"index": 0, "delta": {}, "finish_reason": finish}])
+        payloads = [json.dumps({**base, "choices": c}) for c in choices]
         if usage is not None:
-            send(json.dumps({**base, "choices": [], "usage": usage}))
-        send("[DONE]")
-        self.wfile.write(b"0\r\n\r\n")
+            payloads.append(json.dumps({**base, "choices": [], "usage": usage}))
+        payloads.append("[DONE]")
+        return [_framed(f"data: {p}\n\n".encode()) for p in payloads]
+
+    def _stream(
+        self, state: _State, record: RecordedRequest, reply: Reply, events: list[bytes]
+    ) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if not reply.chunk_delay:
+            # Nothing to wait for between the events: they go in one write (the client parses
+            # the same events; ten small writes cost the server ~1 ms a reply).
+            self._sent(state, record, b"".join(events) + _LAST_CHUNK, len(events))
+            return
+        deltas = sum(1 for _ in self._chunks(record, reply))
+        for i, data in enumerate(events):
+            if 0 < i < deltas and state.closing.wait(reply.chunk_delay):
+                raise BrokenPipeError("the server is stopping")
+            self._sent(state, record, data, 1)
+        self.wfile.write(_LAST_CHUNK)
         self.wfile.flush()
+
+    def _sent(self, state: _State, record: RecordedRequest, data: bytes, events: int) -> None:
+        self.wfile.write(data)
+        self.wfile.flush()
+        with state.lock:
+            record.chunks_sent += events
+            state.lock.notify_all()
 
     # --- plumbing --------------------------------------------------------------------------
 
     def _json(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(value).encode()
+        self._send(status, json.dumps(value).encode(), headers)
+
+    def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -275,6 +314,13 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"
         self._json(status, {"error": {"message": message, "type": kind, "code": code}}, headers)
+
+
+_LAST_CHUNK = b"0\r\n\r\n"  # the end of a chunked body
+
+
+def _framed(data: bytes) -> bytes:
+    return f"{len(data):X}\r\n".encode() + data + b"\r\n"
 
 
 def _finish(reply: Reply) -> str:
