@@ -43,9 +43,12 @@ class Firm:
         heartbeat: float = 1.0,
         global_limit: int | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        reading_at_once: int | None = None,
     ):
         """`clock` is what authority's times are read from (when a grant was made, when a call
-        was checked); tests pass firm.testing.ManualClock to move past an expiry at once."""
+        was checked); tests pass firm.testing.ManualClock to move past an expiry at once.
+        `reading_at_once` is a hint for the engine: how many sessions read the store at once
+        (reader connections opened as it starts; default: one per session slot)."""
         self.store: SqlStore = open_store(db)
         self._clock = clock
         self._max_concurrent = max_concurrent
@@ -53,6 +56,7 @@ class Firm:
         self._lease = lease_seconds
         self._heartbeat = heartbeat
         self._global_limit = global_limit
+        self._reading_at_once = reading_at_once
         self._engine: Engine | None = None
 
     # --- the engine ----------------------------------------------------------------------
@@ -68,6 +72,7 @@ class Firm:
                 global_limit=self._global_limit,
                 brain=self._brain,
                 clock=self._clock,
+                reading_at_once=self._reading_at_once,
             )
         return self._engine
 

@@ -56,3 +56,20 @@ def test_warming_twice_opens_nothing_more(tmp_path: Path) -> None:
         assert store.get_task  # the store still reads
     finally:
         store.close()
+
+
+def test_an_engine_told_how_many_sessions_read_at_once_opens_that_many(tmp_path: Path) -> None:
+    # A team's run starts at most two sessions at once (a manager's turn and the task it
+    # starts), though its chart has a slot per background task: the hint spares the rest.
+    opened: dict[int | None, int] = {}
+    for hint in (None, 2):
+        store = open_store(tmp_path / f"firm-{hint}.db")
+        count: list[int] = []
+        event.listen(store.engine, "connect", lambda *_, count=count: count.append(1))
+        engine = Engine(store, max_concurrent=5, reading_at_once=hint).start()
+        try:
+            opened[hint] = len(count)
+        finally:
+            engine.stop()
+            store.close()
+    assert opened[None] - opened[2] == 3  # one a slot by default; two asked for

@@ -76,6 +76,16 @@ def three_workers(db: Path, tmp_path: Path, process: str, **extra: Any) -> Team:
                 workspace=tmp_path / "ws", **extra)  # fmt: skip
 
 
+def test_the_engine_is_told_how_many_sessions_start_together(db: Path, tmp_path: Path) -> None:
+    # Reader connections are opened ahead for these (engine/scheduler.py), not one a slot.
+    assert three_workers(db, tmp_path, "hierarchical").spec().reading_at_once == 2
+    assert three_workers(db, tmp_path, "sequential").spec().reading_at_once == 3
+    one_at_a_time = three_workers(db, tmp_path, "sequential")
+    for t in one_at_a_time.tasks:
+        t.async_execution = False
+    assert one_at_a_time.spec().reading_at_once == 2
+
+
 def span(log: list[Event], task_id: str) -> tuple[int, int]:
     """Where a task's session started and where it completed, in the log's order."""
     started = next(e.seq for e in log if e.kind == "started" and e.task_id == task_id)

@@ -76,12 +76,17 @@ class Engine:
         brain: Brain | None = None,
         recover_every: float | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        reading_at_once: int | None = None,
     ):
+        """`reading_at_once`: how many sessions are expected to read the store at once, for
+        which its reader connections are opened as the engine starts (default:
+        max_concurrent); more are opened when first needed."""
         if max_concurrent < 1:
             raise FirmError("max_concurrent must be at least 1")
         self.store = store
         self.clock = clock  # what authority's times (grants made, calls checked) are read from
         self.max_concurrent = max_concurrent
+        self._reading_at_once = max_concurrent if reading_at_once is None else reading_at_once
         self.worker_id = worker_id or make_worker_id()
         self.lease_seconds = lease_seconds
         self.heartbeat = heartbeat
@@ -173,7 +178,7 @@ class Engine:
         if self._thread is None:
             worker_started(self.worker_id)
             self._unlisten = self.store.listen(self._on_signal, self._free_slots)
-            self.store.warm(self.max_concurrent)
+            self.store.warm(self._reading_at_once)
             if not self.store.created:
                 # A store this process just made holds no session to recover and no call
                 # waiting for a person; the heartbeat looks for both from now on.

@@ -100,6 +100,20 @@ class TeamSpec(_Frozen):
         return self.process == "hierarchical"
 
     @property
+    def reading_at_once(self) -> int:
+        """The most of a run's sessions that start, and so read the store, at once: a
+        manager's turn goes on beside the task it has just started; a sequential run hands
+        out consecutive background tasks in one commit. The rest of the time a model call
+        keeps them apart (a run of 3 background tasks never read on more than two at once)."""
+        if self.hierarchical:
+            return 2
+        longest = together = 0
+        for t in self.tasks:
+            together = together + 1 if t.async_execution else 0
+            longest = max(longest, together)
+        return max(2, longest)
+
+    @property
     def reviewed(self) -> bool:
         """Whether a person reviews some task's output (human_input): only then can the log
         hold reviews, and only then is it read for them."""

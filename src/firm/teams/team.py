@@ -152,7 +152,7 @@ class Team:
         # The store's finished run stands for this one unless the user marked tasks of this
         # team to run again (after it ran here) or set some done by hand.
         reuse = not fresh and not spec.carried and (self._outputs_key is None or changed)
-        with _opened(self.db) as firm:
+        with _opened(self.db, spec.reading_at_once) as firm:
             # The store's statements are compiled ahead (store/readied.py) and the audit key
             # loaded while the run's first model call is out, not beside the start, where
             # they took the writer's connection and the interpreter lock on its way.
@@ -263,10 +263,10 @@ class Team:
 
 
 @contextlib.contextmanager
-def _opened(db: str | Path | None) -> Iterator[Firm]:
+def _opened(db: str | Path | None, reading_at_once: int) -> Iterator[Firm]:
     """The store for one start(): closed on a thread once start() has read what it needs
     (its file's sync goes on beside the caller: Firm.close_soon), at once if start() fails."""
-    firm = Firm(db)
+    firm = Firm(db, reading_at_once=reading_at_once)
     try:
         yield firm
     except BaseException:
