@@ -17,6 +17,7 @@ from sqlalchemy import (
     insert,
     literal,
     literal_column,
+    null,
     or_,
     select,
     true,
@@ -103,7 +104,8 @@ INSERT_TASK = insert(T).values({c.name: bindparam(f"p_{c.name}") for c in T.c}).
 
 
 def _released(now: str = "p_now") -> dict[str, object]:
-    return {"worker_id": None, "lease_expires_at": None, "updated_at": bindparam(now)}
+    # NULL in the SQL, not a bound None (sqlite3's adapter lookup, ~3 k instructions each).
+    return {"worker_id": null(), "lease_expires_at": null(), "updated_at": bindparam(now)}
 
 
 SETTLE_ENDED = (

@@ -172,7 +172,7 @@ def _append_linked(
         rows, events, last = _entries(txs, *known)
         # The first entry's prev_hash is checked (the one the guess gave); the rest follow it.
         linked = [(*rows[0], rows[0][6])]
-        linked += [(*row, None) for row in rows[1:]]
+        linked += [(*row, 0) for row in rows[1:]]
         if insert_linked(conn, LINKED_INSERT, linked):
             head.hit()
             _appended(txs, events)
@@ -196,11 +196,13 @@ def _appended(txs: list[Tx], events: list[list[Event]]) -> None:
 # breaks the primary key, and a first entry whose prev_hash is not the hash of the entry
 # before its seq (none there: a gap) gets none, which breaks NOT NULL. The entries after the
 # first are linked to it as they are built: the lookup is skipped for them (~4 k
-# instructions an entry). Not INSERT … SELECT … WHERE: SQLite runs that through a temporary
-# table when the SELECT reads the table written (~33 k instructions an entry more).
+# instructions an entry); they carry 0 where the first has its prev_hash (a text, never
+# equal to an integer), not None, which sqlite3 binds through an adapter lookup (~3 k).
+# Not INSERT … SELECT … WHERE: SQLite runs that through a temporary table when the SELECT
+# reads the table written (~33 k instructions an entry more).
 LINKED_INSERT = (
     "INSERT INTO events (seq, ts, kind, task_id, agent, data, prev_hash, hash)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?9 IS NULL THEN ?7 WHEN coalesce("
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?9 = 0 THEN ?7 WHEN coalesce("
     "(SELECT prior.hash FROM events AS prior WHERE prior.seq = ?1 - 1),"
     f" '{GENESIS}') = ?9 THEN ?7 END, ?8)"
 )

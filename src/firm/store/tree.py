@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Connection, bindparam, func, insert, literal, select
+from sqlalchemy import Connection, bindparam, func, insert, literal, null, select
 
 from firm.errors import TaskNotFound
 from firm.events import EventKind
@@ -31,8 +31,21 @@ LOCK_PARENT = (
     .with_for_update(of=T)
 )
 # Without RETURNING: the row is what was bound, so the task is built from the values, and a
-# reply's delegations go in as one executemany.
-INSERT_TASK_ROW = insert(T).values({c.name: bindparam(f"p_{c.name}") for c in T.c})
+# reply's delegations go in as one executemany. The columns a new task always leaves empty
+# are NULL in the SQL itself: sqlite3 binds a None through its adapter lookup (~3 k
+# instructions each, seven a task).
+_EMPTY_WHEN_NEW = (
+    "result",
+    "error",
+    "started_at",
+    "finished_at",
+    "worker_id",
+    "lease_expires_at",
+    "cancelled_by_seq",
+)
+INSERT_TASK_ROW = insert(T).values(
+    {c.name: null() if c.name in _EMPTY_WHEN_NEW else bindparam(f"p_{c.name}") for c in T.c}
+)
 
 
 class TaskTree(SqlBase):
@@ -183,24 +196,17 @@ class TaskTree(SqlBase):
             "p_created_by": new.created_by,
             "p_priority": int(new.priority),
             "p_language": new.language,
-            "p_result": None,
             "p_files": "[]",
-            "p_error": None,
             "p_created_at": created,
             "p_updated_at": tx.now,
-            "p_started_at": None,
-            "p_finished_at": None,
             "p_turn": 0,
             "p_attempts": 0,
             "p_dedupe_key": dedupe_key,
             "p_grant": grant,
             "p_revoked": False,
-            "p_worker_id": None,
-            "p_lease_expires_at": None,
             "p_calls": 0,
             "p_prompt_tokens": 0,
             "p_completion_tokens": 0,
             "p_held_by_plan": new.plan,
-            "p_cancelled_by_seq": None,
         }
         return values, task
