@@ -193,6 +193,18 @@ def test_delegation_is_idempotent_within_a_turn_only(store: SqlStore) -> None:
     assert retry.created and retry.task.id != first.task.id
 
 
+def test_a_subtask_keeps_the_id_earlier_versions_gave_it() -> None:
+    # A replayed turn finds the subtasks a store already holds by these ids and keys, so how
+    # a title is normalised (any Unicode whitespace, case folded) must not drift.
+    from firm.tasks import delegation_key, subtask_id
+
+    def made(title: str) -> str:
+        return subtask_id(delegation_key("T-0123456789abcdef", 2, "cto", title))
+
+    assert made("Build the API") == made("  build\u00a0 the\tAPI\n") == "T-ee70b45cc8e1ca22"
+    assert made("R\u00e9sum\u00e9\u2003STRASSE \u1680 stra\u00dfe") == "T-c012e97fe9f53fd6"
+
+
 def test_a_session_that_lost_its_task_cannot_delegate(store: SqlStore) -> None:
     from firm.errors import TaskNotHeld
 
