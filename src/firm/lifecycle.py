@@ -238,10 +238,14 @@ class LifecycleTools(ToolContext):
             return None
         return plan_id(self.task.id, self.task.turn)
 
-    def _delegate_now(self, items: list[tuple[PendingEntries, NewTask]]) -> list[str]:
+    def _delegate_now(
+        self, items: list[tuple[PendingEntries, NewTask]], owed: PendingEntries | None = None
+    ) -> list[str]:
         write = self.write_delegations or self.store.delegate_many
         try:
-            results = write(self.task.id, self.task.turn, items, worker_id=self.worker_id)
+            results = write(
+                self.task.id, self.task.turn, items, worker_id=self.worker_id, events=owed or []
+            )
         except TaskNotHeld as exc:
             raise self.lost_task(exc) from None
         return [r.task.id for r in results]
@@ -264,19 +268,28 @@ class LifecycleTools(ToolContext):
             self._deferred = [e for events, _ in batch for e in events] + self._deferred
             raise
         if not (turn.ends and ended_with_delegations(self)):
-            self._flush_delegations()
+            self._flush_delegations(owed=True)
         self._batch = None
 
-    def _flush_delegations(self) -> None:
+    def _flush_delegations(self, owed: bool = False) -> None:
+        """Write the batch's delegations; with `owed`, the entries the session owes since
+        (the delegate_task calls' records) ride their transaction, after them, instead of
+        a commit of their own on the way to the session's next model call."""
         batch = self._batch
         if not batch:
             return
         self._batch = []
+        after: PendingEntries = []
+        if owed and self.outcome is None:
+            after, self._deferred = self._deferred, []
         try:
-            self._delegate_now(batch)
+            self._delegate_now(batch, after)
         except SessionCancelled:
             # Nothing was written: the entries that rode with the batch wait for the settle.
-            self._deferred = [e for events, _ in batch for e in events] + self._deferred
+            self._deferred = [e for events, _ in batch for e in events] + after + self._deferred
+            raise
+        except BaseException:
+            self._deferred = after + self._deferred  # still owed, as they were
             raise
 
     # --- ending the turn -----------------------------------------------------------------

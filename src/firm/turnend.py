@@ -30,7 +30,12 @@ class DelegationWriter(Protocol):
     delegate_many and delegate_and_yield, with a claim for the engine's free slots."""
 
     def __call__(
-        self, parent_id: str, turn: int, items: Items, worker_id: str | None = None
+        self,
+        parent_id: str,
+        turn: int,
+        items: Items,
+        worker_id: str | None = None,
+        events: PendingEvents = (),
     ) -> list[DelegateResult]: ...
 
     def ending(

@@ -262,6 +262,47 @@ def test_new_task_rows_are_what_the_store_returns(store: SqlStore) -> None:
     assert store.get_task(results[0].task.id) == results[0].task
 
 
+@pytest.mark.parametrize("claim", [False, True])
+def test_a_delegation_that_does_not_end_the_turn_carries_what_the_session_owes(
+    store: SqlStore, claim: bool
+) -> None:
+    # A manager that goes on while the task it started runs (a team's background task): its
+    # delegate_task call's record, owed once the call returned, rides the delegation's own
+    # commit, inside its `delegated`, and what else is owed follows — ahead of the claim's
+    # `started` — instead of a commit of their own before the next model call.
+    root = held_root(store)
+    before = store.last_seq()
+    items = parts(1)
+    made = subtask_id(delegation_key(root.id, 0, items[0][1].assignee, items[0][1].title))
+    data = {
+        "tool": "delegate_task",
+        "args_digest": "0" * 64,
+        "summary": "part",
+        "checked_seq": before,
+        "checked_at": 1.0,
+        "allowed": True,
+        "ok": True,
+        "result_digest": "1" * 64,
+    }
+    owed = [
+        SubtaskCall((EventKind.TOOL_CALL, root.id, "ceo", data), made),
+        (EventKind.THOUGHT, root.id, "ceo", {"text": "Next, the other part."}),
+    ]
+    if claim:
+        store.delegate_and_claim(root.id, 0, items, "boss", 5, 30, events=owed)
+    else:
+        store.delegate_many(root.id, 0, items, "boss", owed)
+    entries = store.events_after(before)
+    assert [(e.kind, e.task_id) for e in entries] == [
+        ("delegated", made),
+        ("thought", root.id),
+        *([("started", made)] if claim else []),
+    ]
+    assert entries[0].data["call"]["summary"] == "part"
+    calls = [e for e in with_calls(entries) if e.kind == EventKind.TOOL_CALL]
+    assert [(c.task_id, c.agent) for c in calls] == [(root.id, "ceo")]
+
+
 def test_each_delegate_task_call_is_logged_inside_its_subtasks_delegated_entry(
     store: SqlStore,
 ) -> None:

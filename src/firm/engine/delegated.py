@@ -68,15 +68,23 @@ class DelegationStarts:
         turn: int,
         items: Sequence[tuple[PendingEvents, NewTask]],
         worker_id: str | None = None,
+        events: PendingEvents = (),
     ) -> list[DelegateResult]:
         engine, store = self.engine, self.engine.store
         if store.dialect != "sqlite" or worker_id != engine.worker_id or self.stopping.is_set():
-            return store.delegate_many(parent_id, turn, items, worker_id)
+            return store.delegate_many(parent_id, turn, items, worker_id, events)
         with self.slots.hold(len(items)) as room:
             if not room:
-                return store.delegate_many(parent_id, turn, items, worker_id)
+                return store.delegate_many(parent_id, turn, items, worker_id, events)
             results, claimed = store.delegate_and_claim(
-                parent_id, turn, items, worker_id, room, engine.lease_seconds, engine.global_limit
+                parent_id,
+                turn,
+                items,
+                worker_id,
+                room,
+                engine.lease_seconds,
+                engine.global_limit,
+                events,
             )
             # Each enters the running sessions before the held slots are let go.
             for task in claimed:

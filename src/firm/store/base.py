@@ -143,6 +143,7 @@ class Store(Protocol):
         turn: int,
         items: Sequence[tuple[PendingEvents, NewTask]],
         worker_id: str | None = None,
+        events: PendingEvents = (),
     ) -> list[DelegateResult]: ...
     def delegate_and_claim(
         self,
@@ -153,6 +154,7 @@ class Store(Protocol):
         limit: int,
         lease_seconds: float,
         global_limit: int | None = None,
+        events: PendingEvents = (),
     ) -> tuple[list[DelegateResult], list[Task]]: ...
     def delegate_and_yield(
         self,

@@ -107,12 +107,15 @@ class Delegation(TaskTree):
         turn: int,
         items: Sequence[tuple[PendingEvents, NewTask]],
         worker_id: str | None = None,
+        events: PendingEvents = (),
     ) -> list[DelegateResult]:
         """Several delegations of one turn in one transaction (the delegate_task calls of one
         model reply): each item's entries, then its `delegated` entry, in order, so the log
-        reads as if they had been written one by one. Each is idempotent as delegate() is;
-        if the parent is no longer held, nothing new is written (TaskNotHeld)."""
-        return self._delegate(parent_id, turn, items, worker_id, None)[0]
+        reads as if they had been written one by one; then `events`, the session's entries
+        owed since (its last delegate_task call's record, in that subtask's `delegated` when
+        it comes right after it). Each is idempotent as delegate() is; if the parent is no
+        longer held, nothing new is written (TaskNotHeld)."""
+        return self._delegate(parent_id, turn, items, worker_id, None, trailing=events)[0]
 
     @retrying
     def delegate_and_claim(
@@ -124,14 +127,16 @@ class Delegation(TaskTree):
         limit: int,
         lease_seconds: float,
         global_limit: int | None = None,
+        events: PendingEvents = (),
     ) -> tuple[list[DelegateResult], list[Task]]:
-        """delegate_many, and in the same transaction the claim a scheduler would make next
+        """delegate_many (with `events` after the delegations, as there), and in the same
+        transaction the claim a scheduler would make next
         for `worker_id`'s free slots: up to `limit` tasks, no more than it created, from the
         head of the queue within the store's cap, so the subtasks start without a claim of
         their own and never ahead of waiting work of a higher priority (which is claimed
         instead, in its order). Returns the results and the tasks claimed."""
         claim = _Claim(worker_id, limit, lease_seconds, global_limit)
-        return self._delegate(parent_id, turn, items, worker_id, claim)[:2]
+        return self._delegate(parent_id, turn, items, worker_id, claim, trailing=events)[:2]
 
     @retrying
     def delegate_and_yield(
@@ -172,6 +177,7 @@ class Delegation(TaskTree):
         worker_id: str | None,
         claim: _Claim | None,
         ending: PendingEvents | None = None,
+        trailing: PendingEvents = (),
     ) -> tuple[list[DelegateResult], list[Task], tuple[Task, list[str]] | None]:
         keys = [delegation_key(parent_id, turn, new.assignee, new.title) for _, new in items]
         for _ in range(2):
@@ -218,6 +224,7 @@ class Delegation(TaskTree):
                         )
                         results.append(DelegateResult(task, created=True))
                     self._insert_rows(tx, new_rows)
+                    tx.pending.extend(fold_delegation(tx.pending, trailing))
                     ended = (
                         None
                         if ending is None
@@ -237,6 +244,9 @@ class Delegation(TaskTree):
                 return results, claimed, ended
             except IntegrityError:
                 continue  # lost a race to an identical delegation: read the winner's rows
+        if trailing:  # the session's entries are written whichever way this goes
+            with self._write() as tx:
+                tx.pending.extend(trailing)
         with self._read() as conn:
             rows = conn.execute(select(T).where(T.c.dedupe_key.in_(keys))).all()
         by_key = {row.dedupe_key: task_from_row(row) for row in rows}
