@@ -104,7 +104,8 @@ def test_a_settle_that_finds_the_queue_empty_claims_nothing_and_runs_no_claim(
     updates: list[str] = []
 
     def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
-        if statement.lstrip().upper().startswith("UPDATE TASKS"):
+        # SQLite's are UPDATE OR FAIL (store/queries.py)
+        if statement.lstrip().upper().startswith(("UPDATE TASKS", "UPDATE OR FAIL TASKS")):
             updates.append(statement)
 
     event.listen(store.engine, "before_cursor_execute", seen)

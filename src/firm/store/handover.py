@@ -13,7 +13,7 @@ PostgreSQL the workers' wake-ups share it out.
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, select
 
 from firm.events import EventKind
 from firm.store import queries as Q
@@ -35,8 +35,9 @@ AHEAD_OF_ONE = (
     .limit(1)
 )
 CLAIM_ONE = (
-    update(T)
-    .where(T.c.id == bindparam("p_id"), T.c.status == _TODO, T.c.held_by_plan.is_(None))
+    Q.UPDATE_TASKS.where(
+        T.c.id == bindparam("p_id"), T.c.status == _TODO, T.c.held_by_plan.is_(None)
+    )
     .values(Q.CLAIMED)
     .returning(*T.c)
 )
