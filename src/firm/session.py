@@ -159,11 +159,11 @@ class Session(LifecycleTools):
             raise ToolError(f"{task_id} is not a task of this run")
         return tree
 
-    def events_of(self, task_ids: Iterable[str]) -> list[Event]:
+    def events_of(self, task_ids: Iterable[str], kinds: Iterable[str] | None = None) -> list[Event]:
         ids = list(task_ids)
         if not ids:
             return []
-        events = self.store.events_after(0, 1_000_000, task_ids=ids)
+        events = self.store.events_after(0, 1_000_000, task_ids=ids, kinds=kinds)
         if set(ids) <= {self.task.id, self.task.root_id}:
             return events  # of this run's own tasks: nothing to check them against
         run = {t.id for t in self.store.subtree(self.task.root_id)}

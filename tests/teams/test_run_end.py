@@ -98,9 +98,9 @@ def test_each_definition_runs_with_its_own_chart(
 class _Session(SimpleNamespace):
     """What mode_in_effect reads of a session: its task and the log of some tasks."""
 
-    def events_of(self, ids: list[str]) -> list[Any]:
+    def events_of(self, ids: list[str], kinds: list[str] | None = None) -> list[Any]:
         self.read.append(ids)
-        return self.log
+        return [e for e in self.log if kinds is None or e.kind in kinds]
 
 
 def _downgraded(task_id: str) -> Any:

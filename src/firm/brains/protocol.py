@@ -109,8 +109,9 @@ class Session(Protocol):
         """A task of this run and everything below it, read now (default: this task)."""
         ...
 
-    def events_of(self, task_ids: Iterable[str]) -> list[Event]:
-        """The activity log's entries about these tasks of this run, in order."""
+    def events_of(self, task_ids: Iterable[str], kinds: Iterable[str] | None = None) -> list[Event]:
+        """The activity log's entries about these tasks of this run, in order; with `kinds`,
+        those of these kinds only (read by an index, not filtered after reading them all)."""
         ...
 
     # --- what the brain does -------------------------------------------------------------

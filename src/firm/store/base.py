@@ -258,6 +258,7 @@ class Store(Protocol):
         limit: int = 1000,
         task_ids: Iterable[str] | None = None,
         with_cancels: bool = False,
+        kinds: Iterable[str] | None = None,
     ) -> list[Event]: ...
     def last_seq(self) -> int: ...
     def append_checked(

@@ -28,6 +28,9 @@ AFTER = select(E).where(E.c.seq > bindparam("after")).order_by(E.c.seq).limit(bi
 # compiled again for each number of them).
 _IDS = func.json_each(bindparam("ids_json")).table_valued("value")
 AFTER_OF_JSON = AFTER.where(E.c.task_id.in_(select(_IDS.c.value)))
+# Those of some kinds only: a seek of (task_id, kind) for each pair, not every entry read.
+_KINDS = func.json_each(bindparam("kinds_json")).table_valued("value")
+AFTER_OF_JSON_KINDS = AFTER_OF_JSON.where(E.c.kind.in_(select(_KINDS.c.value)))
 
 
 class EventLog(SqlBase):
@@ -46,17 +49,26 @@ class EventLog(SqlBase):
         limit: int = 1000,
         task_ids: Iterable[str] | None = None,
         with_cancels: bool = False,
+        kinds: Iterable[str] | None = None,
     ) -> list[Event]:
         """Entries after `seq` in order; with `task_ids`, those tasks' own. `with_cancels` adds
         the cancel that ended each of them when it was written on an ancestor (one entry ends a
-        whole subtree): a task's history then shows how it ended."""
+        whole subtree): a task's history then shows how it ended. `kinds` keeps the entries of
+        those kinds only, as stored: a lifecycle call recorded inside its effect's entry
+        (firm/endcall.py) is found under that entry's kind."""
         params: dict[str, Any] = {"after": seq, "lim": limit}
-        if task_ids is None:
+        wanted = None if kinds is None else list(kinds)
+        if task_ids is None and wanted is None:
             return [event_from_row(r) for r in self._select(AFTER, params)]
-        if not with_cancels and self.dialect == "sqlite":
+        if task_ids is not None and not with_cancels and self.dialect == "sqlite":
             params["ids_json"] = json.dumps(list(task_ids))
-            return [event_from_row(r) for r in self._select(AFTER_OF_JSON, params)]
+            if wanted is None:
+                return [event_from_row(r) for r in self._select(AFTER_OF_JSON, params)]
+            params["kinds_json"] = json.dumps(wanted)
+            return [event_from_row(r) for r in self._select(AFTER_OF_JSON_KINDS, params)]
         q = select(E).where(E.c.seq > seq).order_by(E.c.seq).limit(limit)
+        if wanted is not None:
+            q = q.where(E.c.kind.in_(wanted))
         if task_ids is not None:
             ids = list(task_ids)
             mine: ColumnElement[bool] = E.c.task_id.in_(ids)

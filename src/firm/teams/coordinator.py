@@ -24,7 +24,7 @@ from firm.events import EventKind
 from firm.tasks import Status
 from firm.teams.ledger import TeamState, read
 from firm.teams.prompts import turn_brief, worker_description
-from firm.teams.review import review_question, reviews_from
+from firm.teams.review import REVIEW_KINDS, review_question, reviews_from
 from firm.teams.spec import (
     MAX_RETRIES,
     TaskSpec,
@@ -147,7 +147,9 @@ def _joins(task: TaskSpec, batch: list[TaskSpec]) -> bool:
 
 
 def run_coordinator(session: Session, spec: TeamSpec) -> None:
-    reviews = reviews_from(session.events_of([session.task_id])) if spec.reviewed else {}
+    reviews = {}
+    if spec.reviewed:
+        reviews = reviews_from(session.events_of([session.task_id], REVIEW_KINDS))
     state = read(spec, session.subtree(), reviews)
     _log_exclusion(session, state)
     step = next_step(spec, state)

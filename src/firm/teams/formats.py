@@ -62,8 +62,8 @@ def mode_in_effect(session: Session, spec: TeamSpec, turn_ids: Iterable[str]) ->
         # earlier session of this one, can have logged a downgrade. Not read: the log read
         # was ~0.3 ms on the way to a run's first model call.
         return mode
-    for e in session.events_of(ids):
-        if e.kind == DOWNGRADED and e.data.get("to") in MODES:
+    for e in session.events_of(ids, kinds=[DOWNGRADED]):
+        if e.data.get("to") in MODES:
             mode = max(mode, e.data["to"], key=MODES.index)
     return mode
 

@@ -30,7 +30,7 @@ from firm.teams.decision import Choices, Verdict, judge
 from firm.teams.formats import FormatFallbackClient, mode_in_effect
 from firm.teams.ledger import TeamState, read
 from firm.teams.prompts import manager_system, turn_brief, worker_description
-from firm.teams.review import reviews_from
+from firm.teams.review import REVIEW_KINDS, reviews_from
 from firm.teams.spec import MAX_REPROMPTS, TeamSpec, task_id_of, worker_title
 
 if TYPE_CHECKING:
@@ -52,7 +52,9 @@ def run_manager_turn(session: Session, spec: TeamSpec, llm: LLMBrain) -> None:
         session.give_up(str(exc))
         return
     tree = session.subtree(session.task.root_id)
-    reviews = reviews_from(session.events_of([session.task.root_id])) if spec.reviewed else {}
+    reviews = {}
+    if spec.reviewed:
+        reviews = reviews_from(session.events_of([session.task.root_id], REVIEW_KINDS))
     state = read(spec, tree, reviews)
     mine = [t for t in state.turns if t.task.id == session.task_id]
     number = mine[0].number + sum(1 for t in mine if t.worker is not None) if mine else None
@@ -242,8 +244,8 @@ def _record(
 def _ending_from_log(session: Session) -> dict[str, Any] | None:
     """A stop or a reselection this turn logged as its last decision, if it did."""
     last = None
-    for e in session.events_of([session.task_id]):
-        if e.kind == EventKind.MANAGER_DECISION and e.data.get("verdict") != "rejected":
+    for e in session.events_of([session.task_id], kinds=[EventKind.MANAGER_DECISION]):
+        if e.data.get("verdict") != "rejected":
             last = e.data
     if last is None or last.get("verdict") not in ("stop", "reselected"):
         return None

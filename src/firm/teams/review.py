@@ -43,6 +43,10 @@ def accepts(answer: str) -> bool:
     return answer.strip().lower().rstrip(".!") in ACCEPTING
 
 
+# The entries reviews_from reads: read those kinds only.
+REVIEW_KINDS = (EventKind.QUESTION_ASKED, EventKind.QUESTION_ANSWERED)
+
+
 def reviews_from(events: Iterable[Event]) -> dict[str, Review]:
     """The reviews asked for in these entries (the root task's), by the attempt reviewed."""
     attempt_of: dict[str, str] = {}

@@ -13,7 +13,7 @@ from firm.events import EventKind
 from firm.language import detect_language
 from firm.tasks import Status, Task
 from firm.teams.ledger import TeamState, read
-from firm.teams.review import reviews_from
+from firm.teams.review import REVIEW_KINDS, reviews_from
 from firm.teams.spec import (
     BRAIN_NAME,
     COORDINATOR,
@@ -219,13 +219,19 @@ def collect(
         spec = TeamSpec.model_validate(firm.store.run(root_id).brain_options["team"])
     tree = firm.subtree(root_id) if tree is None else tree
     root = tree[0]
-    asked = firm.store.events_after(0, 1_000_000, [root_id]) if spec.reviewed else []
+    asked = (
+        firm.store.events_after(0, 1_000_000, [root_id], kinds=REVIEW_KINDS)
+        if spec.reviewed
+        else []
+    )
     state = read(spec, tree, reviews_from(asked))
     rejections: dict[tuple[str, Any], list[str]] = {}
     downgrades: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     turn_ids = list(dict.fromkeys(t.task.id for t in state.turns))
     if turn_ids:
-        for e in firm.store.events_after(0, 1_000_000, task_ids=turn_ids):
+        for e in firm.store.events_after(
+            0, 1_000_000, task_ids=turn_ids, kinds=[EventKind.MANAGER_DECISION, DOWNGRADED]
+        ):
             key = (e.task_id or "", e.data.get("turn"))
             if e.kind == EventKind.MANAGER_DECISION and e.data.get("verdict") == "rejected":
                 rejections.setdefault(key, []).append(str(e.data.get("reason")))
