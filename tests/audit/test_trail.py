@@ -13,6 +13,7 @@ from pathlib import Path
 from firm.audit.keys import PRIVATE_NAME, load_or_create_key, signature_valid
 from firm.audit.verify import verify_bundle
 from firm.chain import digest
+from firm.session import Session
 from tests.audit.conftest import AUDIT_CO, Audited, audit_scripts, entry
 from tests.authority.scripted import ScriptedBrain, open_firm, write_company
 from tests.support import firm_cli
@@ -107,13 +108,18 @@ def test_other_runs_in_the_span_are_withheld_and_the_bundle_still_verifies(
     scripts = audit_scripts()
     steps = scripts["rev"]
 
-    def rev(session) -> None:
+    def rev(session: Session) -> None:
         assert b_worked.wait(30)  # run B works while run A is open
         for tool, args in steps:
             brain.call(session, tool, args)
 
-    def solo(session) -> None:
+    def solo(session: Session) -> None:
         brain.call(session, "crm.query", {"segment": "secret", "rows": 1})
+        # The call's result is owed to the log until the session's next write (its settle, or
+        # the brain's next step): written here, as before a model call, so B's `tool_call` is
+        # in the log before A's reviewer goes on. Without it, a settle delayed on a loaded
+        # machine landed after A's end, outside A's bundle.
+        session.check_cancelled()
         b_worked.set()
 
     scripts.update(rev=rev, solo=solo)
@@ -228,7 +234,6 @@ def test_calls_of_a_session_cut_off_by_a_cancel_are_logged_and_the_bundle_verifi
     still verifies."""
     import threading
 
-    from firm.session import Session
     from tests.authority.scripted import ScriptedBrain, open_firm, write_company
 
     org = "company: Cut Co\nagents:\n  - {id: ceo, name: Ava, title: CEO}\n"
@@ -264,7 +269,6 @@ def test_calls_of_a_session_cut_off_by_a_cancel_are_logged_and_the_bundle_verifi
 def test_an_allowed_call_after_expiry_fails_containment(tmp_path: Path) -> None:
     import threading
 
-    from firm.session import Session
     from tests.authority.scripted import ScriptedBrain, open_firm, write_company
 
     org = "company: Brief Co\nagents:\n  - {id: ceo, name: Ava, title: CEO}\n"
