@@ -11,7 +11,8 @@ from firm.audit.verify import verify_bundle
 from firm.engine import Engine
 from firm.org import parse_org
 from firm.store import open_store, readied
-from firm.store.prepared import known_texts, sqlite_driver
+from firm.store.compiled import known_texts
+from firm.store.prepared import sqlite_driver
 from firm.tasks import Status
 
 CHART = """\

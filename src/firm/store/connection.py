@@ -24,10 +24,12 @@ from firm import idlethreads
 from firm.errors import StoreError
 from firm.store import closing, migrate, newfile, notify, readied, schema
 from firm.store.base import EventListener
+from firm.store.compiled import Params, known_texts
 from firm.store.group import GroupWriter
 from firm.store.latecheckpoint import LateCheckpoints, copy_wal
 from firm.store.notify import PgListener, SignalListener, StoreSignal
-from firm.store.prepared import Params, Rows, known_texts, read, run, run_sql, sqlite_driver
+from firm.store.prepared import read, run, run_sql, sqlite_driver
+from firm.store.preparedrows import Rows
 from firm.store.retry import RetryPolicy, retrying
 from firm.store.transaction import DbClock, Tx
 from firm.store.usage import OwedUsage, pay

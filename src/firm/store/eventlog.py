@@ -21,7 +21,7 @@ E = schema.events
 T = schema.tasks
 
 # The plain and the most asked reads of the log, built once so they are compiled once per
-# process (store/prepared.py), not once per store: SQLAlchemy's compiled cache is per engine,
+# process (store/compiled.py), not once per store: SQLAlchemy's compiled cache is per engine,
 # and a program that opens a new store per run (Team.start) compiled them every run.
 AFTER = select(E).where(E.c.seq > bindparam("after")).order_by(E.c.seq).limit(bindparam("lim"))
 # A few tasks' own entries, the tasks as one JSON array on SQLite (an expanding IN is

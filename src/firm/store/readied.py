@@ -11,7 +11,7 @@ each time — paid that at every run.
 
 So as an engine starts on a SQLite store, a thread compiles on the writer's connection
 (which serves every write, and the reads between writes) the SQL this process has run on a
-store before (prepared.known_texts: every statement that passed through store/prepared.py,
+store before (compiled.known_texts: every statement that passed through store/prepared.py,
 and the log's linked insert), while the first session's model thinks: each statement under
 the writer lock on its own, between writes, so a write waits for one compile at most. A
 statement is compiled by an `executemany` with no rows, which runs nothing (the driver

@@ -9,7 +9,7 @@ from operator import itemgetter
 from typing import Any, cast
 
 from firm.store.base import Event
-from firm.store.prepared import Row as PreparedRow
+from firm.store.preparedrows import Row as PreparedRow
 from firm.tasks import Priority, Status, Task
 
 STATUS = {s.value: s for s in Status}

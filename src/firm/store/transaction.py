@@ -15,7 +15,8 @@ from firm.eventshapes import shape, validate_shaped
 from firm.store import notify
 from firm.store import queries as Q
 from firm.store.base import Event
-from firm.store.prepared import insert_linked, insert_values, remember, run
+from firm.store.compiled import remember
+from firm.store.prepared import insert_linked, insert_values, run
 from firm.tasks import Task
 
 # An entry as the store takes it: (kind, task, agent, data). The store owns the data dict from
