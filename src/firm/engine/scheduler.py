@@ -12,8 +12,10 @@ a session cut off mid-turn is re-run from the start of its turn elsewhere, and d
 idempotent per (parent, turn, assignee, title) so the re-run finds its subtasks instead of
 making them again. On PostgreSQL, nudges and cancellations arrive by LISTEN/NOTIFY.
 
-What a new run is made of lives in engine/runs.py, and worker ids and telling a dead worker
-from a live one in engine/workers.py; this module only schedules.
+What a new run is made of lives in engine/runs.py, worker ids and telling a dead worker from
+a live one in engine/workers.py, one session from its company to its outcome in
+engine/sessionrun.py, and a caller's wait for a run's end in engine/waiting.py; this module
+only schedules.
 """
 
 from __future__ import annotations
@@ -32,33 +34,27 @@ from firm.brains import Brain
 from firm.clock import SYSTEM_CLOCK, Clock
 from firm.engine.company import Companies, Company
 from firm.engine.delegated import DelegationStarts
-from firm.engine.interrupted import is_first_session
-from firm.engine.leftover import Pending, leftover
 from firm.engine.notewatch import NoteWatch
-from firm.engine.opening import open_session
 from firm.engine.runs import prepare_run
+from firm.engine.sessionrun import Reports, run_session
 from firm.engine.slots import SessionThreads, Slots
 from firm.engine.submitted import RootStarts
+from firm.engine.waiting import Waiting
 from firm.engine.workers import make_worker_id, worker_alive, worker_started, worker_stopped
 from firm.errors import FirmError
 from firm.events import ENDINGS, TO_TODO, EventKind
 from firm.lineages import Lineages
 from firm.org import OrgChart
-from firm.session import Session, SessionCancelled
 from firm.store.base import Event, SettleResult, Store
 from firm.store.notify import StoreSignal
 from firm.store.retry import StoreUnavailable
-from firm.tasks import Outcome, Priority, Status, Task
+from firm.tasks import Priority, Status, Task
 from firm.telemetry import start_tracing
 
 log = logging.getLogger("firm.engine")
 
-# How often run_until looks at the store when woken only because the engine went idle.
-RECHECK = 0.05
 # A session thread's next task, its cancel signal and its subtasks if its waking settle read them.
-Reports = list[Task] | None
 Handed = tuple[Task, threading.Event, Reports]
-Ran = tuple[Outcome | None, Pending, SettleResult | None]  # a session's end (Engine._session)
 
 
 class Engine:
@@ -108,9 +104,8 @@ class Engine:
         # that found nothing saw the queue empty (or the store's cap reached), so the slot it
         # frees needs no claim round from the scheduler unless a task became todo since.
         self._settle_looks = store.dialect == "sqlite"
-        self._progress = threading.Event()  # a watched root ended, or the engine went idle
-        self._watched: set[str] = set()
-        self._ended: set[str] = set()  # watched roots whose ending this process committed
+        # Callers waiting on a run's end or the engine's idle (run_until, run_until_idle).
+        self.waiting = Waiting(store, self.start, self._running, heartbeat)
         self._stop = threading.Event()
         # A reply's delegations claim, in their commit, what this engine starts at once.
         self.delegations = DelegationStarts(
@@ -271,52 +266,15 @@ class Engine:
 
     def run_until(self, root_id: str, timeout: float | None = None) -> Task:
         """Work until the task is terminal (or nothing can move any more); return it."""
-        self.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        quiet_since: float | None = None
-        self._watched.add(root_id)
-        looked = -RECHECK
-        while True:
-            # The engine goes idle after every session when one runs at a time: such wake-ups
-            # are answered at most every RECHECK seconds (two reads each, on the thread the
-            # sessions need); the root's own ending is answered at once.
-            wait = looked + RECHECK - time.monotonic()
-            if wait > 0 and root_id not in self._ended:
-                self._progress.wait(wait)
-                self._progress.clear()
-                continue
-            looked = time.monotonic()
-            task = self.store.get_task(root_id)
-            if task.terminal:
-                self._watched.discard(root_id)
-                self._ended.discard(root_id)
-                return task
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"task {root_id} is still {task.status} after {timeout}s")
-            if self.stuck(root_id):
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since > 2 * self.heartbeat:
-                    self._watched.discard(root_id)
-                    return task
-            else:
-                quiet_since = None
-            # Woken when a watched root ends or the engine goes idle; the timeout re-checks
-            # for work finished by other processes.
-            self._progress.wait(0.5)
-            self._progress.clear()
+        return self.waiting.until_ended(root_id, timeout)
 
     def run_until_idle(self, timeout: float | None = None) -> None:
         """Work until no task in the store can move."""
-        self.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            counts = self.store.counts()
-            if not counts.get("todo") and not counts.get("in_progress") and not self._running:
-                return
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"still busy after {timeout}s: {counts}")
-            self._progress.wait(0.25)
-            self._progress.clear()
+        self.waiting.until_idle(timeout)
+
+    def stuck(self, root_id: str) -> bool:
+        """Nothing of the run runs here, and no task of it is todo or in progress anywhere."""
+        return self.waiting.stuck(root_id)
 
     @property
     def running(self) -> list[str]:
@@ -328,14 +286,6 @@ class Engine:
 
     # --- internals -----------------------------------------------------------------------
 
-    def stuck(self, root_id: str) -> bool:
-        """Nothing of the run runs here, and no task of it is todo or in progress anywhere.
-        Asked each time the engine goes idle (after every session, when one runs at a
-        time), so it is one indexed seek rather than a count over the whole run."""
-        if self._running:
-            return False
-        return not self.store.has_open_work(root_id)
-
     def _on_events(self, events: list[Event]) -> None:
         self.notewatch.saw(events)
         # A task made todo and claimed in the same commit (a hand-over) is no news to the
@@ -346,10 +296,10 @@ class Engine:
             self._todo_news = True
             if len(self._running) < self.max_concurrent:
                 self._nudge.set()
-        ended = [e.task_id for e in events if e.kind in ENDINGS and e.task_id in self._watched]
+        watched = self.waiting.watched
+        ended = [e.task_id for e in events if e.kind in ENDINGS and e.task_id in watched]
         if ended:
-            self._ended.update(t for t in ended if t is not None)
-            self._progress.set()
+            self.waiting.saw_ended(ended)
 
     def _free_slots(self) -> int:
         """Sessions this engine could still start (how many new tasks a NOTIFY may wake it for)."""
@@ -365,7 +315,7 @@ class Engine:
             self._nudge.set()
         elif signal.cancelled:
             self._signal(list(signal.cancelled))
-        self._progress.set()
+        self.waiting.woken.set()
 
     def _stop_lost(self) -> None:
         """Signal running sessions whose task is no longer theirs (cancelled, or recovered)."""
@@ -471,7 +421,7 @@ class Engine:
         done: SettleResult | None = None  # the settle, with what it hands this thread next
         looked = False  # the settle looked at the queue's head for the freed slot
         try:
-            outcome, pending, done = self._session(task, cancel, subtasks)
+            outcome, pending, done = run_session(self, task, cancel, subtasks, self._stop)
             if outcome is not None and done is None:  # else its delegations wrote its end
                 with self._running_lock:
                     self._settling.add(task.id)
@@ -501,7 +451,7 @@ class Engine:
             if nxt is None and not (looked and not self._todo_news):
                 self._nudge.set()  # a slot is free, and there may be work for it
             if idle:
-                self._progress.set()
+                self.waiting.woken.set()
         for extra in handed[1:]:  # a settle wakes one task; should it ever be more
             self._launch(extra)
         if nxt is not None and self._stop.is_set():
@@ -514,49 +464,3 @@ class Engine:
             self.store.release(self.worker_id, [task_id], reason=reason)
         except Exception:  # still unreachable: the lease expires and another worker recovers it
             log.warning("could not hand %s back; its lease will expire", task_id)
-
-    def _session(self, task: Task, cancel: threading.Event, subtasks: Reports) -> Ran:
-        """Run the session. Returns its outcome (None: it was cancelled, or the worker is
-        stopping and hands the task back), the log entries left for the settle to write, and
-        the settle already written with its last delegations (firm/turnend.py), if it was."""
-        try:
-            company = self.company(task.root_id)
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            failed = Outcome.failed(f"the company of run {task.root_id} cannot start: {exc}")
-            return failed, [], None
-        session: Session | None = None
-        outcome: Outcome | None
-        try:
-            # A first session has nothing of its own to read yet (is_first_session): most
-            # tasks are leaves, run once, so this skips three reads for most sessions.
-            first = is_first_session(task)
-            subtasks = [] if first else subtasks or self.store.children(task.id)
-            session = Session(
-                store=self.store,
-                company=company,
-                task=task,
-                subtasks=subtasks,
-                brief="",
-                cancel_event=cancel,
-                worker_id=self.worker_id,
-                revoke=self.revoke,
-                clock=self.clock,
-                lineages=self.lineages,
-            )
-            session.write_delegations = self.delegations  # engine/delegated.py
-            session.brief = open_session(session, company.org, first, self.notewatch)
-            text = company.brain_for(task.assignee).run(session)
-            stopping = cancel.is_set() and self._stop.is_set()
-            outcome = None if stopping else session.final_outcome(text)
-        except SessionCancelled:
-            outcome = None
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            log.exception("session of %s crashed", task.id)
-            outcome = Outcome.failed(
-                f"{task.assignee}'s session crashed: {type(exc).__name__}: {exc}"
-            )
-        return (outcome, *leftover(self.store, session, outcome, task.id))
