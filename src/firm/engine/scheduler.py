@@ -315,7 +315,7 @@ class Engine:
             self._nudge.set()
         elif signal.cancelled:
             self._signal(list(signal.cancelled))
-        self.waiting.woken.set()
+        self.waiting.wake()
 
     def _stop_lost(self) -> None:
         """Signal running sessions whose task is no longer theirs (cancelled, or recovered)."""
@@ -451,7 +451,7 @@ class Engine:
             if nxt is None and not (looked and not self._todo_news):
                 self._nudge.set()  # a slot is free, and there may be work for it
             if idle:
-                self.waiting.woken.set()
+                self.waiting.wake()
         for extra in handed[1:]:  # a settle wakes one task; should it ever be more
             self._launch(extra)
         if nxt is not None and self._stop.is_set():

@@ -35,6 +35,10 @@ class Waiting:
         self.watched: set[str] = set()
         self._ended: set[str] = set()  # watched roots whose ending this process committed
 
+    def wake(self) -> None:
+        """The engine went idle, or a signal came: waits look at the store again."""
+        self.woken.set()
+
     def saw_ended(self, task_ids: Iterable[str | None]) -> None:
         """Watched roots whose ending this process committed: their waits answer at once."""
         self._ended.update(t for t in task_ids if t is not None)
